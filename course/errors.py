@@ -1,0 +1,53 @@
+"""The project's errors.
+
+    CourseError                 anything the CLI reports as a message, not a traceback
+     ├── LabError               a lab.yml that cannot be used (names the file, the step, the field)
+     ├── RunError               a run that stopped (names the lab file, the step, what was expected)
+     │    └── StepFailed        one step failed: exit code, timeout, service, capture
+     ├── RecordError            a record that is missing or unreadable
+     └── PageError              a page that cannot be built (names the page and the macro call)
+"""
+
+from __future__ import annotations
+
+
+class CourseError(Exception):
+    """Base of every error the command line reports as a plain message."""
+
+
+class LabError(CourseError):
+    """A lab recipe that cannot be used; lists every problem found in it."""
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        noun = "problem" if len(problems) == 1 else "problems"
+        super().__init__(f"{path}: {len(problems)} {noun}:\n{lines}")
+
+
+class RunError(CourseError):
+    """A run that stopped before its end."""
+
+
+class StepFailed(RunError):
+    """One step of a run failed; the message names the lab file, the step and the expectation."""
+
+    def __init__(self, lab_file: str, step_id: str, what: str, tail: list[str] | None = None) -> None:
+        self.lab_file = lab_file
+        self.step_id = step_id
+        self.what = what
+        self.tail = tail or []
+        message = f"{lab_file}: step '{step_id}' failed: {what}"
+        if self.tail:
+            shown = "\n".join(f"  | {line}" for line in self.tail)
+            message += f"\nlast {len(self.tail)} lines of its output:\n{shown}"
+        super().__init__(message)
+
+
+class RecordError(CourseError):
+    """A record that is missing, unreadable or does not hold what was asked."""
+
+
+class PageError(CourseError):
+    """A page that cannot be built."""

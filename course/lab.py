@@ -1,0 +1,402 @@
+"""The lab recipe, `lab/<lesson>/lab.yml`: its declared schema and its loading.
+
+Every problem in a file is reported at once, each naming the file, the line, the step and the
+field, with a close-match suggestion for a misspelt key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from .errors import LabError
+from .units import Unit
+
+STEP_ID = r"^[a-z0-9][a-z0-9-]*$"
+VALUE_NAME = r"^[a-z_][a-z0-9_]*$"
+DEFAULT_TIMEOUT = 600.0
+# Files of a lab folder that are never inputs and never travel in a scratch copy.
+IGNORED_PARTS = {"__pycache__", ".venv", "venv", ".git", ".ipynb_checkpoints", ".pytest_cache"}
+IGNORED_SUFFIXES = {".pyc", ".pyo"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Capture(_Strict):
+    """One named value taken from a step: a regex over its output, or a key path in a JSON file."""
+
+    regex: str | None = None
+    """A regular expression searched in the step's output; the first group is the value."""
+    json_file: str | None = Field(default=None, alias="json")
+    """A JSON file the step writes, relative to the lab folder."""
+    key: str | None = None
+    """With `json`: the dot-separated key path of the value (list indices as numbers)."""
+    type: Literal["int", "float", "str"] = "float"
+    """How the value is read: int, float or str (numbers may carry thousands separators)."""
+    unit: Unit = "none"
+    """The value's unit; pages convert and format it."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Capture:
+        if (self.regex is None) == (self.json_file is None):
+            raise ValueError("give exactly one of 'regex' or 'json'")
+        if self.json_file is not None and not self.key:
+            raise ValueError("'json' needs a 'key' (a dot-separated path into the file)")
+        if self.regex is not None and self.key is not None:
+            raise ValueError("'key' goes with 'json', not with 'regex'")
+        if self.regex is not None:
+            try:
+                pattern = re.compile(self.regex, re.MULTILINE)
+            except re.error as exc:
+                raise ValueError(f"regex {self.regex!r} does not compile: {exc}") from None
+            if pattern.groups < 1:
+                raise ValueError(f"regex {self.regex!r} needs a group ( ... ) around the value")
+        return self
+
+
+class Ready(_Strict):
+    """How to tell that a background service is ready: an HTTP URL answering 2xx, or a log line."""
+
+    url: str | None = None
+    """An http(s) URL that answers with a 2xx status once the service is ready."""
+    log: str | None = None
+    """A regular expression that a line of the service's output matches once it is ready."""
+
+    @model_validator(mode="after")
+    def _one_test(self) -> Ready:
+        if (self.url is None) == (self.log is None):
+            raise ValueError("give exactly one of 'url' or 'log'")
+        if self.url is not None and not re.match(r"^https?://", self.url):
+            raise ValueError(f"url {self.url!r} must start with http:// or https://")
+        if self.log is not None:
+            try:
+                re.compile(self.log)
+            except re.error as exc:
+                raise ValueError(f"log pattern {self.log!r} does not compile: {exc}") from None
+        return self
+
+
+class _StepBase(_Strict):
+    id: Annotated[str, Field(pattern=STEP_ID)]
+    """The step's name: lowercase letters, digits and '-'; pages name values as `<id>.<value>`."""
+    title: str | None = None
+    """One line saying what the step does (START-HERE.md and the page use it)."""
+    needs: Literal["gpu"] | None = None
+    """`gpu` when the step cannot run without one."""
+    env: dict[str, str] = {}
+    """Extra environment variables for the step."""
+    inputs: list[str] | None = None
+    """Globs of lab files the step reads; without a list, every lab file counts."""
+    files: list[str] = []
+    """Files the step produces, relative to the lab folder, kept in the record."""
+    capture: dict[Annotated[str, Field(pattern=VALUE_NAME)], Capture] = {}
+    """Named values the step's output holds."""
+
+    @field_validator("files", "inputs")
+    @classmethod
+    def _relative(cls, paths: list[str] | None) -> list[str] | None:
+        for p in paths or []:
+            if p.startswith("/") or ".." in Path(p).parts:
+                raise ValueError(f"{p!r} must be a path inside the lab folder (no '/' start, no '..')")
+        return paths
+
+
+class RunStep(_StepBase):
+    """A shell command, run in the lab folder, that must end with status 0 before its timeout."""
+
+    run: str
+    """The shell command."""
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+    """Seconds the command may take."""
+
+
+class StartStep(_StepBase):
+    """A background service, started and then polled until it is ready or its deadline passes."""
+
+    start: str
+    """The shell command that starts the service (it must keep running)."""
+    ready: Ready
+    """How to tell the service is ready."""
+    deadline: float = Field(default=60.0, gt=0)
+    """Seconds the service may take to become ready."""
+
+
+class StopStep(_StepBase):
+    """Ends a service started by an earlier step (its whole process group)."""
+
+    stop: str
+    """The id of the `start` step whose service to end."""
+
+
+def _step_kind(raw: Any) -> str | None:
+    if isinstance(raw, dict):
+        kinds = [k for k in ("run", "start", "stop") if k in raw]
+        return kinds[0] if len(kinds) == 1 else None
+    return getattr(raw, "kind", None)
+
+
+Step = Annotated[
+    Union[
+        Annotated[RunStep, Tag("run")],
+        Annotated[StartStep, Tag("start")],
+        Annotated[StopStep, Tag("stop")],
+    ],
+    Discriminator(
+        _step_kind,
+        custom_error_type="step_kind",
+        custom_error_message="a step needs exactly one of 'run', 'start' or 'stop'",
+    ),
+]
+
+
+class Setup(_Strict):
+    """What a learner spends before the first step: installs and downloads, declared in seconds."""
+
+    install_seconds: float = Field(default=0.0, ge=0)
+    """Time to install the lab's requirements."""
+    download_seconds: float = Field(default=0.0, ge=0)
+    """Time to download weights or data."""
+
+
+class Lab(_Strict):
+    """A lesson's lab: its engine packages and its steps, in order."""
+
+    lesson: Annotated[str, Field(pattern=STEP_ID)]
+    """The lesson's name, the same as its folder under `lab/`."""
+    title: str
+    """The lesson's title."""
+    engine: list[str] = []
+    """Packages whose versions decide the lab's numbers; their installed versions are recorded."""
+    python: str = "python3"
+    """The interpreter the lab's steps use (asked for the engine versions)."""
+    setup: Setup = Setup()
+    """Declared set-up time."""
+    steps: list[Step] = Field(min_length=1)
+    """The steps, run in order."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Lab:
+        problems = []
+        seen: set[str] = set()
+        started: set[str] = set()
+        for step in self.steps:
+            if step.id in seen:
+                problems.append(f"step id '{step.id}' is used twice")
+            seen.add(step.id)
+            if isinstance(step, StartStep):
+                started.add(step.id)
+            if isinstance(step, StopStep) and step.stop not in started:
+                hint = _suggest(step.stop, started)
+                problems.append(
+                    f"step '{step.id}': stop: '{step.stop}' is not a service started by an earlier step{hint}"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def step(self, step_id: str) -> RunStep | StartStep | StopStep:
+        """The step with this id."""
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+
+AnyStep = RunStep | StartStep | StopStep
+
+
+def step_kind(step: AnyStep) -> str:
+    """'run', 'start' or 'stop'."""
+    return "run" if isinstance(step, RunStep) else "start" if isinstance(step, StartStep) else "stop"
+
+
+def step_command(step: AnyStep) -> str:
+    """The command a step types (a stop step has none of its own)."""
+    if isinstance(step, RunStep):
+        return step.run
+    if isinstance(step, StartStep):
+        return step.start
+    return f"# stop {step.stop}"
+
+
+class LoadedLab(BaseModel):
+    """A validated lab with where it came from."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    lab: Lab
+    path: Path
+    """The lab.yml file."""
+
+    @property
+    def folder(self) -> Path:
+        """The lab folder (what a learner gets)."""
+        return self.path.parent
+
+    def display_path(self) -> str:
+        """The lab file as a message names it."""
+        return _display(self.path)
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def lab_files(folder: Path) -> list[str]:
+    """Every file of a lab folder, relative and sorted, without caches and virtual environments."""
+    out = []
+    for p in folder.rglob("*"):
+        rel = p.relative_to(folder)
+        if any(part in IGNORED_PARTS for part in rel.parts) or p.suffix in IGNORED_SUFFIXES:
+            continue
+        if p.is_file() and not p.is_symlink():
+            out.append(rel.as_posix())
+    return sorted(out)
+
+
+def expand_inputs(folder: Path, globs: list[str]) -> dict[str, list[str]]:
+    """Each input glob of a step with the lab files it matches."""
+    files = set(lab_files(folder))
+    result = {}
+    for pattern in globs:
+        matched = sorted(
+            Path(m).relative_to(folder).as_posix()
+            for m in glob.glob(str(folder / pattern), recursive=True)
+        )
+        result[pattern] = [m for m in matched if m in files]
+    return result
+
+
+def load_lab(path: Path) -> LoadedLab:
+    """Read and validate a lab.yml; raise LabError listing every problem in it."""
+    shown = _display(path)
+    if not path.is_file():
+        raise LabError(shown, [f"no such file (expected a lab recipe at {shown})"])
+    text = path.read_text(encoding="utf-8")
+    try:
+        node = yaml.compose(text)
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise LabError(shown, [f"{where}not valid YAML: {getattr(exc, 'problem', exc)}"]) from None
+    if not isinstance(raw, dict):
+        raise LabError(shown, ["expected a mapping with 'lesson', 'title', 'engine' and 'steps'"])
+    try:
+        lab = Lab.model_validate(raw)
+    except ValidationError as exc:
+        raise LabError(shown, [_describe(err, raw, node) for err in exc.errors()]) from None
+    problems = []
+    if lab.lesson != path.parent.name:
+        problems.append(f"lesson: '{lab.lesson}' differs from its folder name '{path.parent.name}'")
+    for index, step in enumerate(lab.steps):
+        for pattern, matched in expand_inputs(path.parent, step.inputs or []).items():
+            if not matched:
+                line = _line_of(node, ("steps", index, "inputs"))
+                problems.append(
+                    f"{line}step '{step.id}': inputs: '{pattern}' matches no file in {_display(path.parent)}"
+                )
+    if problems:
+        raise LabError(shown, problems)
+    return LoadedLab(lab=lab, path=path)
+
+
+_KNOWN_KEYS: dict[str, set[str]] = {
+    "lab": {"lesson", "title", "engine", "python", "setup", "steps"},
+    "step": {"id", "title", "needs", "env", "inputs", "files", "capture", "run", "timeout", "start",
+             "ready", "deadline", "stop"},
+    "capture": {"regex", "json", "key", "type", "unit"},
+    "ready": {"url", "log"},
+    "setup": {"install_seconds", "download_seconds"},
+}
+
+
+def _suggest(word: str, choices: set[str] | list[str]) -> str:
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
+    """One validation error as a sentence naming the line, the step and the field."""
+    # pydantic puts the union tag into the location; drop it unless it is the field itself
+    loc = list(err["loc"])
+    if len(loc) >= 3 and loc[0] == "steps" and loc[2] in ("run", "start", "stop"):
+        loc.pop(2)
+    where = ""
+    rest = loc
+    if loc[:1] == ["steps"] and len(loc) >= 2 and isinstance(loc[1], int):
+        index = loc[1]
+        raw_step = raw.get("steps", [])[index] if isinstance(raw.get("steps"), list) else {}
+        step_id = raw_step.get("id") if isinstance(raw_step, dict) else None
+        where = f"step '{step_id}': " if step_id else f"step #{index + 1}: "
+        rest = loc[2:]
+    field = ".".join(str(p) for p in rest)
+    line = _line_of(node, tuple(err["loc"][:1]) + tuple(loc[1:]) if loc else ())
+    message = err["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, "):]
+    if err["type"] == "extra_forbidden":
+        key = str(rest[-1])
+        parent = _parent_kind(rest, in_step=bool(where))
+        message = f"unknown key '{key}'{_suggest(key, _KNOWN_KEYS[parent])}"
+    elif err["type"] == "missing":
+        message = "required but missing"
+    elif err["type"] == "string_pattern_mismatch":
+        message = f"{err['input']!r} is not a valid name (lowercase letters, digits and '-' or '_')"
+    elif err["type"] == "literal_error":
+        message = f"{err['input']!r} is not one of the accepted values: {err['ctx']['expected']}"
+    label = f"{field}: " if field else ""
+    return f"{line}{where}{label}{message}"
+
+
+def _parent_kind(loc: list[Any], in_step: bool) -> str:
+    """Which mapping a key sits in, for suggestions: lab, step, capture, ready or setup."""
+    if len(loc) <= 1:
+        return "step" if in_step else "lab"
+    if loc[0] == "capture":
+        return "capture"
+    if loc[0] == "ready":
+        return "ready"
+    if loc[0] == "setup":
+        return "setup"
+    return "step"
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:
+    """'line N: ' for the YAML node at a location, as far down as it exists."""
+    found = node
+    for part in loc:
+        nxt = None
+        if isinstance(found, yaml.MappingNode):
+            for k, v in found.value:
+                if k.value == str(part):
+                    nxt = k if part == loc[-1] and isinstance(v, yaml.ScalarNode) is False else v
+                    break
+        elif isinstance(found, yaml.SequenceNode) and isinstance(part, int) and part < len(found.value):
+            nxt = found.value[part]
+        if nxt is None:
+            break
+        found = nxt
+    if found is None:
+        return ""
+    return f"line {found.start_mark.line + 1}: "

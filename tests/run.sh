@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the whole test suite in .venv; installs what the browser and PDF tests need when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v pdftotext >/dev/null 2>&1 || missing+=(poppler-utils)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]} (Debian packages) for the browser and PDF tests"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+export NO_MKDOCS_2_WARNING=1
+exec .venv/bin/python -m pytest -q "$@"
