@@ -37,7 +37,7 @@ def reports_errors(func: F) -> F:
             return func(*args, **kwargs)
         except CourseError as exc:
             stderr.print("[bold red]error:[/] ", end="")
-            stderr.print(str(exc), markup=False, highlight=False)
+            stderr.print(str(exc), markup=False, highlight=False, soft_wrap=True)
             sys.exit(1)
         except KeyboardInterrupt:
             stderr.print("[bold red]interrupted[/]")

@@ -362,7 +362,8 @@ def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
     elif err["type"] == "missing":
         message = "required but missing"
     elif err["type"] == "string_pattern_mismatch":
-        message = f"{err['input']!r} is not a valid name (lowercase letters, digits and '-' or '_')"
+        allowed = "'_'" if rest and rest[0] == "capture" else "'-'"
+        message = f"{err['input']!r} is not a valid name (lowercase letters, digits and {allowed})"
     elif err["type"] == "literal_error":
         message = f"{err['input']!r} is not one of the accepted values: {err['ctx']['expected']}"
     label = f"{field}: " if field else ""

@@ -58,7 +58,9 @@ def hash_step(
 ) -> tuple[str, HashParts]:
     """A step's hash, and the parts it is made of."""
     definition = _digest(step.model_dump(mode="json", by_alias=True, exclude_defaults=True))
-    if step.inputs is None:
+    if isinstance(step, StopStep) and step.inputs is None:
+        names = []  # ending a service reads no file
+    elif step.inputs is None:
         names = [n for n in file_hashes if n != loaded.path.name]
     else:
         names = sorted({m for ms in expand_inputs(loaded.folder, step.inputs).values() for m in ms})

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -336,11 +336,19 @@ class RunWriter:
         (self.folder / rel).write_text(text, encoding="utf-8")
         return rel
 
-    def keep_file(self, step_id: str, source: Path, rel: str) -> KeptFile:
-        """Copy a file a step produced into the run."""
+    def keep_file(
+        self, step_id: str, source: Path, rel: str, redact: Callable[[str], str] | None = None
+    ) -> KeptFile:
+        """Copy a file a step produced into the run; text files pass through `redact`."""
         target = self.folder / "files" / step_id / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+        data = source.read_bytes()
+        if redact is not None:
+            try:
+                data = redact(data.decode("utf-8")).encode("utf-8")
+            except UnicodeDecodeError:
+                pass  # binary files (figures) are kept as they are
+        target.write_bytes(data)
         return KeptFile(path=rel, bytes=target.stat().st_size, sha256=sha256_file(target))
 
     def copy_step(self, old: Run, step_id: str) -> None:

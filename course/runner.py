@@ -307,7 +307,7 @@ def _collect(ctx: Context, step: RunStep | StartStep, rec: StepRecord, output: s
         if not source.is_file():
             misses.append(f"file '{rel}' (listed under files) was not produced")
             continue
-        rec.files.append(ctx.writer.keep_file(step.id, source, rel))
+        rec.files.append(ctx.writer.keep_file(step.id, source, rel, redact))
     if misses:
         raise _fail(ctx, step.id, "; ".join(misses), output, redact)
 

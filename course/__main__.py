@@ -1,0 +1,5 @@
+"""`python -m course`: the same as the `course` command."""
+
+from .cli import main
+
+main()
