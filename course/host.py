@@ -8,6 +8,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +86,11 @@ def os_name() -> str:
 
 def engine_versions(python: str, packages: list[str], cwd: Path) -> tuple[dict[str, str | None], str]:
     """Installed versions of the engine packages, and the Python version, as the lab's interpreter sees them."""
-    exe = shutil.which(python) if not os.path.sep in python else python
+    exe = shutil.which(python) if os.path.sep not in python else python
     if exe is None:
         return {p: None for p in packages}, "not found"
+    if not packages and os.path.realpath(exe) == os.path.realpath(sys.executable):
+        return {}, sys.version.split()[0]  # nothing to ask that this process does not know
     try:
         done = subprocess.run(
             [exe, "-c", _ENGINE_QUERY, *packages], capture_output=True, text=True, timeout=60,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import select
 import signal
 import struct
 import subprocess
@@ -52,6 +53,10 @@ class Proc:
         finally:
             os.close(slave)
         self.pgid = self.popen.pid
+        try:  # readable once the process exits (Linux 5.3+)
+            self._pidfd: int | None = os.pidfd_open(self.popen.pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
         self._master = master
         self._chunks: list[str] = []
         self._lock = threading.Lock()
@@ -99,7 +104,13 @@ class Proc:
         return self.popen.poll()
 
     def wait(self, timeout: float) -> int | None:
-        """Wait up to timeout seconds; the exit status or None."""
+        """Wait up to timeout seconds, waking as soon as the process exits; the exit status or None."""
+        code = self.popen.poll()
+        if code is not None or timeout <= 0:
+            return code
+        if self._pidfd is not None:
+            select.select([self._pidfd], [], [], timeout)
+            return self.popen.poll()
         try:
             return self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -110,6 +121,9 @@ class Proc:
         kill_group(self.pgid, grace)
         if self.popen.poll() is None:
             self.popen.wait(timeout=5)
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
         self._reader.join(timeout=2)
         if self._reader.is_alive():  # a process outside the group still holds the terminal
             os.close(self._master)

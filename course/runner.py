@@ -14,6 +14,7 @@ import string
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -84,11 +85,16 @@ def run_lesson(root: Path, lesson: str, options: Options, console: Console) -> R
     loaded = load_lab(lab_path(root, lesson))
     lab = loaded.lab
     store = Store(root / "build")
-    gpu = gpu_facts()
-    engine, python_version = engine_versions(lab.python, lab.engine, loaded.folder)
+    # the two host queries start processes: let them run side by side with reading the history
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        gpu_query = pool.submit(gpu_facts)
+        engine_query = pool.submit(engine_versions, lab.python, lab.engine, loaded.folder)
+        history = store.runs(lesson)
+        gpu = gpu_query.result()
+        engine, python_version = engine_query.result()
     gpu_name = gpu["name"] if gpu else "none"
     plan = make_plan(
-        loaded, store.runs(lesson), engine, gpu_name,
+        loaded, history, engine, gpu_name,
         force=options.force, only=options.only, from_step=options.from_step,
     )
     if options.dry_run:
@@ -276,7 +282,9 @@ def _run_command(ctx: Context, step: RunStep, rec: StepRecord, redact: Redactor)
     try:
         code = None
         while code is None:
-            code = proc.wait(POLL)
+            # with services up, look at them often; otherwise sleep until the exit or the timeout
+            limit = POLL if ctx.services else max(0.0, min(1.0, step.timeout - proc.seconds) + 0.01)
+            code = proc.wait(limit)
             if code is None and proc.seconds > step.timeout:
                 proc.end()
                 raise _fail(ctx, step.id, f"timed out after {step.timeout:g} s (timeout: {step.timeout:g} s)",

@@ -23,16 +23,28 @@ def clean(raw: str) -> str:
     text = _ANSI.sub("", raw).replace("\r\n", "\n")
     lines = []
     for line in text.split("\n"):
-        if "\r" in line:
-            # a bare carriage return rewrites the line from its start
-            screen: list[str] = []
-            for piece in line.split("\r"):
-                screen[: len(piece)] = list(piece)
-            line = "".join(screen)
-        while "\b" in line:
-            line = re.sub(r"[^\b]\b", "", line, count=1).lstrip("\b")
+        if "\r" in line or "\b" in line:
+            line = _overwrite(line)
         lines.append(_CONTROL.sub("", line))
     return "\n".join(lines)
+
+
+def _overwrite(line: str) -> str:
+    """One line as the screen shows it: `\\r` returns to its start, `\\b` steps back, text overwrites."""
+    screen: list[str] = []
+    cursor = 0
+    for char in line:
+        if char == "\r":
+            cursor = 0
+        elif char == "\b":
+            cursor = max(0, cursor - 1)
+        else:
+            if cursor < len(screen):
+                screen[cursor] = char
+            else:
+                screen.append(char)
+            cursor += 1
+    return "".join(screen)
 
 
 def secret_values(*envs: Mapping[str, str]) -> list[str]:
