@@ -101,33 +101,78 @@ def _not_yet(name: str, issue: str) -> None:
 
 
 @cli.command()
+@click.option("--site-dir", "site_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to write the site (default: site/ in the project folder).")
 @click.pass_obj
-def build(root: Path) -> None:
+@reports_errors
+def build(root: Path, site_dir: Path | None) -> None:
     """Build the site (HTML, PDFs, zips) from the committed records into site/."""
-    _not_yet("build", "Pages from records")
+    from .site import build_site
+
+    result = build_site(root, site_dir)
+    stderr.print(f"built {result.site_dir} in {result.seconds:.1f} s "
+                 f"({len(result.pages)} lesson page{'s' if len(result.pages) != 1 else ''})")
 
 
 @cli.command()
 @click.argument("lesson")
-@click.argument("runs", nargs=-1)
+@click.argument("run_a", required=False)
+@click.argument("run_b", required=False)
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print Markdown (for a pull request).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (for a script).")
+@click.option("--all", "all_values", is_flag=True, help="List unchanged values too.")
 @click.pass_obj
-def diff(root: Path, lesson: str, runs: tuple[str, ...]) -> None:
-    """Compare two runs of LESSON: values moved, claims broken, pages touched."""
-    _not_yet("diff", "After an engine release")
+@reports_errors
+def diff(root: Path, lesson: str, run_a: str | None, run_b: str | None, as_markdown: bool, as_json: bool,
+         all_values: bool) -> None:
+    """Compare two runs of LESSON (default: its two newest good runs): values moved, claims broken.
+
+    Exits 1 when a claim of the lesson's pages fails on the newer run.
+    """
+    from .diff import compare, pick_runs, render_console, render_markdown, to_json
+    from .records import Store
+
+    old, new = pick_runs(Store(root / "build"), lesson, run_a, run_b)
+    report = compare(old, new, _pages_evaluator(root, lesson))
+    if as_json:
+        click.echo(to_json(report))
+    elif as_markdown:
+        click.echo(render_markdown(report))
+    else:
+        render_console(report, stdout, all_values)
+    sys.exit(0 if report.all_hold else 1)
+
+
+def _pages_evaluator(root: Path, lesson: str) -> Any:
+    """The site's evaluation of a lesson's pages against one run, where the site machinery is installed."""
+    try:
+        from .site import evaluate_pages
+    except ImportError:
+        return None
+    return lambda run: evaluate_pages(root, lesson, run)
 
 
 @cli.command()
 @click.pass_obj
+@reports_errors
 def check(root: Path) -> None:
     """Check every page's values and claims against the records, without building HTML."""
-    _not_yet("check", "Pages from records")
+    from .site import check_or_fail
+
+    count = check_or_fail(root)
+    stderr.print(f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim holds")
 
 
 @cli.command()
+@click.option("-a", "--dev-addr", default="127.0.0.1:8000", show_default=True, metavar="IP:PORT",
+              help="Address to serve on.")
 @click.pass_obj
-def serve(root: Path) -> None:
+@reports_errors
+def serve(root: Path, dev_addr: str) -> None:
     """Serve the site with live preview."""
-    _not_yet("serve", "Pages from records")
+    from .site import serve_site
+
+    serve_site(root, dev_addr)
 
 
 def main() -> None:

@@ -1,0 +1,151 @@
+"""The site stages: `build` (mkdocs, strict, into site/), `check` (values and claims only), `serve`.
+
+`build_site` returns a `BuildResult` naming every lesson page, its lesson and its run, so that a
+later stage (PDFs of the lesson pages, the lesson zips) can be appended after the HTML build.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from .errors import CourseError, PageError
+from .lessons import lesson_pages, page_url, read_meta, scan
+from .pages import PageContext, Problem
+from .plugin import LENIENT, report
+from .records import Store
+
+CONFIG = "mkdocs.yml"
+
+
+@dataclass(frozen=True)
+class LessonPage:
+    """A built lesson page: where its source and its HTML are, its lesson and the run it shows."""
+
+    src: str
+    """Path inside docs/."""
+    url: str
+    """URL relative to the site root, e.g. `part-2/kv-cache/`."""
+    html: Path
+    """The built HTML file."""
+    title: str
+    lesson: str
+    run_id: str
+
+
+@dataclass
+class BuildResult:
+    """What `build_site` made."""
+
+    site_dir: Path
+    seconds: float
+    pages: list[LessonPage] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class _Collect(logging.Handler):
+    """Keeps the warnings mkdocs and its plugins log, to quote them when a build fails."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def build_site(root: Path, out: Path | None = None) -> BuildResult:
+    """Build the HTML site from docs/ and the committed records with mkdocs --strict."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+    from mkdocs.exceptions import MkDocsException
+
+    config_file = root / CONFIG
+    if not config_file.is_file():
+        raise PageError(f"no {CONFIG} in {root} (the site's configuration)")
+    site_dir = (out or root / "site").resolve()
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+    os.environ.pop(LENIENT, None)
+    collect = _Collect()
+    logger = logging.getLogger("mkdocs")
+    logger.addHandler(collect)
+    started = time.perf_counter()
+    try:
+        config = load_config(config_file=str(config_file), site_dir=str(site_dir), strict=True)
+        build(config)
+    except SystemExit as exc:  # mkdocs-macros exits on a template it cannot render
+        raise PageError("the site did not build: a page's macros could not be rendered:\n"
+                        + "\n".join(collect.messages[-5:])) from None
+    except MkDocsException as exc:
+        details = "\n".join(m for m in collect.messages if m not in str(exc))
+        raise PageError(f"the site did not build: {exc}" + (f"\n{details}" if details else "")) from None
+    finally:
+        logger.removeHandler(collect)
+    seconds = time.perf_counter() - started
+    return BuildResult(site_dir, seconds, _lesson_pages(root, site_dir), collect.messages)
+
+
+def _lesson_pages(root: Path, site_dir: Path) -> list[LessonPage]:
+    store = Store(root / "build")
+    found = []
+    for entry in lesson_pages(root / "docs"):
+        lesson = entry.meta.lesson or ""
+        run = store.get(lesson, entry.meta.run) if entry.meta.run else store.newest_good(lesson)
+        if run is None:
+            raise PageError(f"docs/{entry.src}: no good run of '{lesson}'")
+        found.append(LessonPage(entry.src, entry.url, site_dir / entry.url / "index.html", entry.title,
+                                lesson, run.run_id))
+    return found
+
+
+def check_site(root: Path) -> tuple[int, list[Problem]]:
+    """Render every page's macros without HTML; (pages checked, problems found)."""
+    docs = root / "docs"
+    if not docs.is_dir():
+        raise PageError(f"no docs/ folder in {root}")
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    problems: list[Problem] = []
+    pages = scan(docs)
+    for entry in pages:
+        meta, raw, body = read_meta(docs / entry.src, f"docs/{entry.src}")
+        if raw.get("render_macros") is False:
+            continue
+        ctx = PageContext(root, entry.src, meta, raw, page_url(entry.src), None)
+        page = {"meta": raw, "title": entry.title, "url": ctx.url}
+        try:
+            text = env.from_string(body).render(page=page, config={}, **ctx.bound())
+        except jinja2.TemplateError as exc:
+            line = getattr(exc, "lineno", None)
+            where = f"line {line} (after the front matter)" if line else "(template)"
+            ctx.problem(where, f"{type(exc).__name__}: {exc}")
+        else:
+            ctx.finish(text)
+        problems += ctx.problems
+    return len(pages), problems
+
+
+def check_or_fail(root: Path) -> int:
+    """Run check_site and raise PageError listing every problem; the number of pages otherwise."""
+    count, problems = check_site(root)
+    if problems:
+        raise PageError(report(problems))
+    return count
+
+
+def serve_site(root: Path, dev_addr: str = "127.0.0.1:8000") -> None:
+    """Live preview: rebuild on every change of docs/, the records, the labs and the figures."""
+    from mkdocs.commands.serve import serve
+
+    os.environ[LENIENT] = "1"
+    watch = [str(root / p) for p in ("build", "lab", "figures", "course", "macros") if (root / p).is_dir()]
+    try:
+        serve(config_file=str(root / CONFIG), dev_addr=dev_addr, livereload=True, watch=watch)
+    except CourseError:
+        raise
+    except Exception as exc:  # mkdocs' own errors, reported as a message
+        raise PageError(f"serve: {exc}") from None

@@ -1,0 +1,155 @@
+/* The course's widgets: knowledge checks and predict-then-measure checks, and the progress line.
+   Answers are kept in localStorage under the site's base path, the page and the check id; only
+   the first answer of each check counts. Without this script the checks stay readable: the
+   question, the options and, in a collapsed block, the answer. */
+(function () {
+  "use strict";
+  var PREFIX = "course.checks";
+  var LETTERS = "ABCDEFGHIJ";
+
+  /* The site's base path, computed once (this script is loaded once, even with instant navigation). */
+  var BASE = (function () {
+    try {
+      var config = JSON.parse(document.getElementById("__config").textContent);
+      return new URL(config.base, location.href).pathname;
+    } catch (e) {
+      return "/";
+    }
+  })();
+
+  function pageKey() {
+    var path = location.pathname;
+    if (path.indexOf(BASE) === 0) path = path.slice(BASE.length);
+    return path.replace(/index\.html$/, "") || "/";
+  }
+  function storageKey(id) { return PREFIX + ":" + BASE + ":" + pageKey() + ":" + id; }
+  function load(id) {
+    try { return JSON.parse(localStorage.getItem(storageKey(id))); } catch (e) { return null; }
+  }
+  function save(id, value) {
+    try { localStorage.setItem(storageKey(id), JSON.stringify(value)); } catch (e) { /* private mode */ }
+  }
+  function forget(id) {
+    try { localStorage.removeItem(storageKey(id)); } catch (e) { /* private mode */ }
+  }
+
+  function parts(box) {
+    var form = box.querySelector(".course-check__form");
+    return {
+      form: form,
+      inputs: Array.prototype.slice.call(form.querySelectorAll("input[type=radio]")),
+      options: Array.prototype.slice.call(form.querySelectorAll(".course-check__option")),
+      measured: form.querySelector(".course-check__measured"),
+      submit: form.querySelector("button[type=submit]"),
+      again: form.querySelector(".course-check__again"),
+      result: form.querySelector(".course-check__result"),
+      right: form.getAttribute("data-right")
+    };
+  }
+
+  function reveal(box, pick, how) {
+    var p = parts(box);
+    var right = pick === p.right;
+    p.inputs.forEach(function (input) {
+      input.checked = input.value === pick;
+      input.disabled = true;
+    });
+    p.options.forEach(function (option) {
+      var index = option.getAttribute("data-option");
+      var isRight = index === p.right;
+      var mine = index === pick;
+      option.classList.toggle("course-check__option--right", isRight);
+      option.classList.toggle("course-check__option--wrong", mine && !isRight);
+      var verdict = option.querySelector(".course-check__verdict");
+      verdict.textContent = isRight ? (mine ? "✓ Your answer, and right." : "✓ The right answer.")
+        : (mine ? "✗ Your answer, not right." : "✗ Not right.");
+      option.querySelector(".course-check__why").hidden = false;
+    });
+    if (p.measured) p.measured.hidden = false;
+    var text = right ? "Right." : "Not right: the answer is " + LETTERS[Number(p.right)] + ".";
+    if (p.measured) text += " " + p.measured.textContent.trim();
+    if (how === "restored") text = "You answered this before. " + text;
+    if (how === "again") text += " Only your first answer counts toward your progress.";
+    p.result.textContent = text;
+    p.submit.hidden = true;
+    p.again.hidden = false;
+    box.classList.add("course-check--answered");
+  }
+
+  function unlock(box) {
+    var p = parts(box);
+    p.inputs.forEach(function (input) { input.disabled = false; input.checked = false; });
+    p.options.forEach(function (option) {
+      option.classList.remove("course-check__option--right", "course-check__option--wrong");
+      option.querySelector(".course-check__why").hidden = true;
+    });
+    if (p.measured) p.measured.hidden = true;
+    p.result.textContent = "";
+    p.submit.hidden = false;
+    p.again.hidden = true;
+    box.classList.remove("course-check--answered");
+    if (p.inputs.length) p.inputs[0].focus();
+  }
+
+  function updateProgress() {
+    var line = document.querySelector("[data-course-progress]");
+    if (!line) return;
+    var total = Number(line.getAttribute("data-total"));
+    var right = 0;
+    document.querySelectorAll(".course-check").forEach(function (box) {
+      var first = load(box.getAttribute("data-check"));
+      if (first && first.right) right += 1;
+    });
+    var noun = total === 1 ? "check" : "checks";
+    line.querySelector(".course-progress__count").textContent =
+      right + " of " + total + " " + noun + " answered right";
+  }
+
+  function setup(box) {
+    if (box.getAttribute("data-ready")) return;
+    box.setAttribute("data-ready", "1");
+    var id = box.getAttribute("data-check");
+    var p = parts(box);
+    box.querySelector(".course-check__answer").hidden = true;
+    p.form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var picked = p.form.querySelector("input[type=radio]:checked");
+      if (!picked) {
+        p.result.textContent = "Pick one answer first.";
+        return;
+      }
+      var first = load(id);
+      if (!first) save(id, { pick: picked.value, right: picked.value === p.right });
+      reveal(box, picked.value, first ? "again" : "first");
+      updateProgress();
+    });
+    p.again.addEventListener("click", function () { unlock(box); });
+    var stored = load(id);
+    if (stored) reveal(box, String(stored.pick), "restored");
+  }
+
+  function init() {
+    document.querySelectorAll(".course-check").forEach(setup);
+    var reset = document.querySelector(".course-progress__reset");
+    if (reset && !reset.getAttribute("data-ready")) {
+      reset.setAttribute("data-ready", "1");
+      reset.addEventListener("click", function () {
+        document.querySelectorAll(".course-check").forEach(function (box) {
+          forget(box.getAttribute("data-check"));
+          unlock(box);
+        });
+        updateProgress();
+        reset.focus();
+      });
+    }
+    updateProgress();
+  }
+
+  if (window.document$ && typeof window.document$.subscribe === "function") {
+    window.document$.subscribe(init);
+  } else if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", init);
+  } else {
+    init();
+  }
+})();
