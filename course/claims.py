@@ -61,7 +61,8 @@ def check_claim(condition: str, text: str, lookup: Callable[[str], Quantity]) ->
     try:
         outcome = Expression.parse(condition).evaluate(reading)
     except (ExprError, LookupError) as exc:
-        return ClaimResult(condition, shown, False, seen, str(exc).strip("'\""))
+        reason = str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc)
+        return ClaimResult(condition, shown, False, seen, reason)
     if not isinstance(outcome, bool):
         return ClaimResult(condition, shown, False, seen,
                            "the condition gives a number, not true or false (compare it with something)")

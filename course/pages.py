@@ -105,10 +105,9 @@ class PageContext:
         return f"docs/{self.src}"
 
     def problem(self, call: str, message: str) -> None:
-        """Collect a problem (once per page, call and message)."""
-        found = Problem(self.page, call, message)
-        if found not in self.problems:
-            self.problems.append(found)
+        """Collect a problem; one that repeats an earlier message of the page is left out."""
+        if all(p.message != message for p in self.problems):
+            self.problems.append(Problem(self.page, call, message))
 
     @property
     def lesson(self) -> str:
@@ -245,7 +244,7 @@ class PageContext:
         """A chart from figures/<name>.py drawn with the run's values; alt text is required."""
         if not alt or not alt.strip():
             raise WidgetError(f"figure '{name}' needs alt text: figure(\"{name}\", alt=\"what it shows\", caption=...)")
-        draw = load_drawer(self.root / "figures" / f"{name}.py")
+        draw = load_drawer(self.root / "figures" / f"{name}.py", f"figures/{name}.py")
         source = f"{self.run.run_id}/figures/{name}"
         if self.site_dir is None:
             return f'<figure class="course-figure" data-source="{html.escape(source)}"></figure>'

@@ -6,8 +6,10 @@ later stage (PDFs of the lesson pages, the lesson zips) can be appended after th
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +18,7 @@ import jinja2
 
 from .errors import CourseError, PageError
 from .lessons import lesson_pages, page_url, read_meta, scan
-from .pages import PageContext, Problem
+from .pages import MACROS, PageContext, Problem
 from .plugin import LENIENT, report
 from .records import Store
 
@@ -78,16 +80,42 @@ def build_site(root: Path, out: Path | None = None) -> BuildResult:
     try:
         config = load_config(config_file=str(config_file), site_dir=str(site_dir), strict=True)
         build(config)
-    except SystemExit as exc:  # mkdocs-macros exits on a template it cannot render
-        raise PageError("the site did not build: a page's macros could not be rendered:\n"
-                        + "\n".join(collect.messages[-5:])) from None
-    except MkDocsException as exc:
-        details = "\n".join(m for m in collect.messages if m not in str(exc))
-        raise PageError(f"the site did not build: {exc}" + (f"\n{details}" if details else "")) from None
+    except MkDocsException as exc:  # Abort included: mkdocs logged the cause before aborting
+        raise PageError(_failure(str(exc), collect.messages)) from None
+    except SystemExit:  # mkdocs-macros exits on a template it cannot render
+        raise PageError(_failure("a page's macros could not be rendered", collect.messages)) from None
     finally:
         logger.removeHandler(collect)
     seconds = time.perf_counter() - started
     return BuildResult(site_dir, seconds, _lesson_pages(root, site_dir), collect.messages)
+
+
+def _failure(headline: str, messages: list[str]) -> str:
+    if messages:
+        return "the site did not build:\n" + "\n".join(_condensed(m) for m in messages)
+    return f"the site did not build: {headline}"
+
+
+_MACRO_FILE = re.compile(r"_File_: `([^`]+)`")
+_MACRO_ERROR = re.compile(r"^_(\w+(?:Error|Exception))_: (.*)$", re.MULTILINE)
+
+
+def _condensed(message: str) -> str:
+    """mkdocs-macros' long error report as one line naming the page and the error."""
+    page, error = _MACRO_FILE.search(message), _MACRO_ERROR.search(message)
+    if not (message.startswith("[macros]") and page and error):
+        return message
+    return f"docs/{page.group(1)}: {error.group(1)}: {error.group(2)}{hint(error.group(2))}"
+
+
+def hint(error: str) -> str:
+    """For an unknown name in a page, the macro it was probably meant to be."""
+    match = re.match(r"'(\w+)' is undefined", error)
+    if not match:
+        return ""
+    close = difflib.get_close_matches(match.group(1), list(MACROS), n=1)
+    known = f"did you mean {close[0]}()? " if close else ""
+    return f" ({known}macros: {', '.join(MACROS)})"
 
 
 def _lesson_pages(root: Path, site_dir: Path) -> list[LessonPage]:
@@ -122,7 +150,7 @@ def check_site(root: Path) -> tuple[int, list[Problem]]:
         except jinja2.TemplateError as exc:
             line = getattr(exc, "lineno", None)
             where = f"line {line} (after the front matter)" if line else "(template)"
-            ctx.problem(where, f"{type(exc).__name__}: {exc}")
+            ctx.problem(where, f"{type(exc).__name__}: {exc}{hint(str(exc))}")
         else:
             ctx.finish(text)
         problems += ctx.problems

@@ -114,18 +114,18 @@ class Drawn:
     height: int
 
 
-def load_drawer(path: Path) -> Callable[..., Any]:
+def load_drawer(path: Path, shown: str) -> Callable[..., Any]:
     """The `draw(fig, data)` function of `figures/<name>.py`."""
     if not path.is_file():
-        raise WidgetError(f"no figure file {path} (expected figures/<name>.py with draw(fig, data))")
+        raise WidgetError(f"no file {shown} (expected a figure module defining draw(fig, data))")
     spec = importlib.util.spec_from_file_location(f"course_figure_{path.stem}", path)
     if spec is None or spec.loader is None:
-        raise WidgetError(f"cannot load {path}")
+        raise WidgetError(f"cannot load {shown}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     draw = getattr(module, "draw", None)
     if not callable(draw):
-        raise WidgetError(f"{path} defines no function draw(fig, data)")
+        raise WidgetError(f"{shown} defines no function draw(fig, data)")
     return draw  # type: ignore[no-any-return]
 
 
