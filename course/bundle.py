@@ -21,7 +21,7 @@ import stat
 import subprocess
 import zipfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from .errors import PageError
@@ -195,12 +195,12 @@ def bundle_entries(lab: LoadedLab, run: Run, pdf: Path, figures: list[Path]) -> 
 def zip_date(run: Run | None) -> tuple[int, int, int, int, int, int]:
     """The timestamp every entry carries: the record's start, else SOURCE_DATE_EPOCH, else 1980."""
     if run is not None:
-        moment = datetime.fromisoformat(run.record.started.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(run.record.started)
     elif os.environ.get("SOURCE_DATE_EPOCH"):
-        moment = datetime.fromtimestamp(int(os.environ["SOURCE_DATE_EPOCH"]), timezone.utc)
+        moment = datetime.fromtimestamp(int(os.environ["SOURCE_DATE_EPOCH"]), UTC)
     else:
-        moment = datetime(1980, 1, 1, tzinfo=timezone.utc)
-    moment = max(moment.astimezone(timezone.utc), datetime(1980, 1, 1, tzinfo=timezone.utc))
+        moment = datetime(1980, 1, 1, tzinfo=UTC)
+    moment = max(moment.astimezone(UTC), datetime(1980, 1, 1, tzinfo=UTC))
     return (moment.year, moment.month, moment.day, moment.hour, moment.minute, moment.second - moment.second % 2)
 
 
@@ -248,26 +248,26 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
         "- `figures/`: the page's figures as PNG.",
         "- `lab/`: the lab's files, exactly as the course runs them.",
         "",
-        f"The outputs and times below are from our recorded run `{record.run_id}`, made on "
+        (f"The outputs and times below are from our recorded run `{record.run_id}`, made on "
         f"{machine} on {_day(record.started)}. Your numbers will differ a little on another "
-        "machine; the shape of the results should not.",
+        "machine; the shape of the results should not."),
         "",
         "## Before you start",
         "",
-        f"Every command below runs inside `lab/`. Open a terminal in this folder and type `cd lab`. "
-        f"The steps use `{lab.lab.python}` (Python 3.11 or newer).",
+        (f"Every command below runs inside `lab/`. Open a terminal in this folder and type `cd lab`. "
+        f"The steps use `{lab.lab.python}` (Python 3.11 or newer)."),
         "",
     ]
     if gpu_steps:
         lines += [
-            f"{len(gpu_steps)} of the {len(steps)} steps need an NVIDIA GPU (marked below). "
-            "Steps without the mark run on any machine, with nothing to install.",
+            (f"{len(gpu_steps)} of the {len(steps)} steps need an NVIDIA GPU (marked below). "
+            "Steps without the mark run on any machine, with nothing to install."),
             "",
         ]
     if versions:
         lines += [
-            "For the steps that use them, install the engine packages at the versions we recorded, "
-            "in a virtual environment:",
+            ("For the steps that use them, install the engine packages at the versions we recorded, "
+            "in a virtual environment:"),
             "",
             "```bash",
             "python3 -m venv .venv && . .venv/bin/activate",
@@ -278,8 +278,8 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
     setup = lab.lab.setup
     if setup.install_seconds or setup.download_seconds:
         lines += [
-            f"Installing took about {_duration(setup.install_seconds)} and downloads about "
-            f"{_duration(setup.download_seconds)} on our machine.",
+            (f"Installing took about {_duration(setup.install_seconds)} and downloads about "
+            f"{_duration(setup.download_seconds)} on our machine."),
             "",
         ]
     numbers = {step.id: i for i, step in enumerate(steps, start=1)}
@@ -289,8 +289,8 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
     lines += [
         "## When you are done",
         "",
-        f"All {len(steps)} steps took {_duration(total)} on {machine}. If you rented a GPU for "
-        "this lab, stop or delete the machine now: it costs money for as long as it runs.",
+        (f"All {len(steps)} steps took {_duration(total)} on {machine}. If you rented a GPU for "
+        "this lab, stop or delete the machine now: it costs money for as long as it runs."),
         "",
     ]
     return "\n".join(lines)
@@ -305,8 +305,8 @@ def _step_section(step: AnyStep, index: int, count: int, run: Run, machine: str,
     if isinstance(step, StopStep):
         started = numbers.get(step.stop)
         lines += [
-            f"What it does: ends the service of step {started} ({step.stop}). Go to the terminal "
-            "where it runs and press Ctrl-C.",
+            (f"What it does: ends the service of step {started} ({step.stop}). Go to the terminal "
+            "where it runs and press Ctrl-C."),
             "",
         ]
         return lines
@@ -317,8 +317,8 @@ def _step_section(step: AnyStep, index: int, count: int, run: Run, machine: str,
     if isinstance(step, StartStep):
         ready = f"`{step.ready.url}` answers" if step.ready.url else f"a line matching `{step.ready.log}` appears"
         lines += [
-            "This one starts a service that keeps running: type it in a second terminal (also in "
-            f"`lab/`) and leave it there. It is ready when {ready}.",
+            ("This one starts a service that keeps running: type it in a second terminal (also in "
+            f"`lab/`) and leave it there. It is ready when {ready}."),
             "",
         ]
     lines += ["Type:", "", *_fenced(step_command(step), "bash"), ""]
@@ -336,7 +336,7 @@ def expected_output(run: Run, step_id: str) -> list[str]:
         return ["(no output was recorded)"]
     text = run.transcript(step_id)
     head = f"{PROMPT}{step.command}\n"
-    body = text[len(head):] if text.startswith(head) else text
+    body = text.removeprefix(head)
     lines = body.rstrip("\n").split("\n") if body.strip() else []
     lines = [line if len(line) <= LONG_LINE else line[:LONG_LINE] + " …" for line in lines]
     if len(lines) > HEAD_LINES + TAIL_LINES + 1:
@@ -372,7 +372,7 @@ def _machine(run: Run) -> str:
 
 
 def _day(iso: str) -> str:
-    moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    moment = datetime.fromisoformat(iso)
     return f"{moment.day} {moment:%B %Y}"
 
 

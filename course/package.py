@@ -11,20 +11,31 @@ wipes): when the key matches, the kept file is copied instead of being made agai
 from __future__ import annotations
 
 import hashlib
+import html
+import os
 import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import yaml
 
 from . import bundle, pdf
 from .errors import PageError
-from .facts import checked_on, engine_text, gpu_name, hands_on_seconds, minutes_text, prose_words, reading_minutes
+from .facts import (
+    checked_on,
+    engine_text,
+    gpu_name,
+    hands_on_seconds,
+    minutes_text,
+    prose_words,
+    reading_minutes,
+)
 from .lab import LoadedLab, load_lab
-from .lessons import PageEntry, lesson_pages, read_meta
+from .lessons import lesson_pages, read_meta
 from .records import Run, Store
 
 DOWNLOADS = "downloads"
@@ -57,29 +68,48 @@ class Packaged:
     """The PDF's page count when it was printed now."""
 
 
-def package_lessons(root: Path, site_dir: Path, pages: Iterable[PageEntry] | None = None,
+class LessonRef(Protocol):
+    """A built lesson page as `course.site` names it (`LessonPage`): source, URL, lesson, run."""
+
+    @property
+    def src(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def lesson(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+
+
+def package_lessons(root: Path, site_dir: Path, pages: Iterable[LessonRef] | None = None,
                     cache_dir: Path | None = None) -> list[Packaged]:
-    """Write `site/downloads/<lesson>.pdf` and `.zip` for every lesson page of a built site."""
-    chosen = list(pages) if pages is not None else lesson_pages(root / "docs")
+    """Write `site/downloads/<lesson>.pdf` and `.zip` for every lesson page of a built site.
+
+    `pages` are the lesson pages the HTML build made (each with the run it shows); without them,
+    every page of docs/ whose front matter names a lesson, with its pinned or newest good run.
+    """
     site = read_site(root / "mkdocs.yml")
     store = Store(root / "build")
+    chosen = list(pages) if pages is not None else _pages_of(root, store)
     cache = cache_dir if cache_dir is not None else root / CACHE
     images: dict[str, Any] = {}  # WeasyPrint's image cache, shared by every page
-    done = []
+    done: list[Packaged] = []
     for page in chosen:
-        if page.meta.lesson:
-            done.append(package_page(root, site_dir, page, site, store, cache, images))
+        # A lesson's downloads are made from its first page in course order; a second page of the
+        # same lesson (one pinned to an older run, say) links to the same files.
+        if any(p.lesson == page.lesson for p in done):
+            continue
+        done.append(package_page(root, site_dir, page, site, store, cache, images))
     return done
 
 
-def package_page(root: Path, site_dir: Path, page: PageEntry, site: Site, store: Store, cache: Path,
+def package_page(root: Path, site_dir: Path, page: LessonRef, site: Site, store: Store, cache: Path,
                  images: dict[str, Any]) -> Packaged:
     """The PDF and zip of one lesson page."""
-    lesson = page.meta.lesson
-    assert lesson is not None
-    run = _run_of(store, page)
+    lesson = page.lesson
+    run = store.get(lesson, page.run_id)
     lab = load_lab(root / "lab" / lesson / "lab.yml")
-    cover = cover_of(root, page, run, lab)
+    cover = cover_of(root, page.src, run, lab)
     meta = pdf.PrintMeta(
         author=site.author or site.name, course=site.name, date=run.record.started,
         page_url=page.url, site_url=site.url, language=site.language,
@@ -113,21 +143,19 @@ def package_page(root: Path, site_dir: Path, page: PageEntry, site: Site, store:
     return Packaged(lesson, page.src, pdf_target, zip_target, pdf_reused, zip_reused, seconds, count)
 
 
-def cover_of(root: Path, page: PageEntry, run: Run, lab: LoadedLab) -> pdf.Cover:
-    """The PDF's cover: the page's header facts, computed from its front matter and record."""
-    _, _, body = read_meta(root / "docs" / page.src, f"docs/{page.src}")
+def cover_of(root: Path, src: str, run: Run, lab: LoadedLab) -> pdf.Cover:
+    """A cover for a page without the lesson header: its facts from front matter and record."""
+    meta, _, body = read_meta(root / "docs" / src, f"docs/{src}")
     reading = reading_minutes(prose_words(body))
     steps, installs, downloads = hands_on_seconds(run, lab)
-    gpu = gpu_name(run)
     facts = (
         ("Time", f"about {reading} min to read; {minutes_text(steps + installs + downloads)} hands-on"),
-        ("GPU", gpu or "none needed: the numbers come from a machine without a GPU"),
-        ("Checked on", f"{checked_on(run)} (run {run.run_id})"),
-        ("Versions", engine_text(run)),
+        ("GPU", gpu_name(run) or "none: the lab ran on a machine without a GPU"),
+        ("Checked on", f"{checked_on(run)}, with {engine_text(run)} (run {run.run_id})"),
     )
     return pdf.Cover(
-        title=page.meta.title or lab.lab.title, part=page.meta.part, number=page.meta.number,
-        summary=page.meta.summary, facts=facts,
+        title=meta.title or lab.lab.title, part=meta.part, number=meta.number, summary=meta.summary,
+        facts=tuple((label, html.escape(text)) for label, text in facts),
     )
 
 
@@ -136,22 +164,35 @@ def read_site(path: Path) -> Site:
     if not path.is_file():
         return Site()
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_PermissiveLoader)  # noqa: S506
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_PermissiveLoader)
     except yaml.YAMLError as exc:
         raise PageError(f"{path.name}: not valid YAML: {exc}") from None
     data = data if isinstance(data, dict) else {}
-    theme = data.get("theme") if isinstance(data.get("theme"), dict) else {}
-    url = data.get("site_url") or None
-    if url and not str(url).endswith("/"):
+    theme = data["theme"] if isinstance(data.get("theme"), dict) else {}
+    url = str(data.get("site_url") or "") or None
+    if url and not url.endswith("/"):
         url = f"{url}/"
+    if url and (urlsplit(url).hostname or "").endswith(".invalid"):
+        url = None  # a placeholder address: links to other pages stay relative
     return Site(
         name=str(data.get("site_name") or Site.name), author=str(data.get("site_author") or ""),
         url=str(url) if url else None, language=str(theme.get("language") or "en"),
     )
 
 
-class _PermissiveLoader(yaml.SafeLoader):
-    """A safe loader that reads mkdocs.yml's `!!python/name:` and `!ENV` tags as plain values."""
+class _PermissiveLoader(yaml.SafeLoader):  # type: ignore[misc]
+    """A safe loader for mkdocs.yml: `!ENV` read as mkdocs does, other tags as plain values."""
+
+
+def _env_tag(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    """`!ENV NAME` or `!ENV [NAME, OTHER, default]`: the first variable set, else the default."""
+    if isinstance(node, yaml.ScalarNode):
+        return os.environ.get(loader.construct_scalar(node))
+    items = [str(v) for v in loader.construct_sequence(node)]
+    for name in items[:-1]:
+        if name in os.environ:
+            return os.environ[name]
+    return items[-1] if items else None
 
 
 def _any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
@@ -159,22 +200,32 @@ def _any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
         return loader.construct_scalar(node)
     if isinstance(node, yaml.SequenceNode):
         return loader.construct_sequence(node)
-    return loader.construct_mapping(node)  # type: ignore[arg-type]
+    return loader.construct_mapping(node)
 
 
+_PermissiveLoader.add_constructor("!ENV", _env_tag)
 _PermissiveLoader.add_multi_constructor("", _any_tag)
 
 
-def _run_of(store: Store, page: PageEntry) -> Run:
-    lesson = page.meta.lesson
-    assert lesson is not None
-    if page.meta.run:
-        return store.get(lesson, page.meta.run)
-    run = store.newest_good(lesson)
-    if run is None:
-        raise PageError(f"docs/{page.src}: lesson '{lesson}' has no complete run in build/{lesson}/ "
-                        f"(run `course run {lesson}` on a GPU machine first)")
-    return run
+@dataclass(frozen=True)
+class _Page:
+    src: str
+    url: str
+    lesson: str
+    run_id: str
+
+
+def _pages_of(root: Path, store: Store) -> list[LessonRef]:
+    """The lesson pages of docs/ with the run each shows (pinned, else the newest good one)."""
+    found: list[LessonRef] = []
+    for entry in lesson_pages(root / "docs"):
+        lesson = entry.meta.lesson or ""
+        run = store.get(lesson, entry.meta.run) if entry.meta.run else store.newest_good(lesson)
+        if run is None:
+            raise PageError(f"docs/{entry.src}: lesson '{lesson}' has no complete run in build/{lesson}/ "
+                            f"(run `course run {lesson}` first)")
+        found.append(_Page(entry.src, entry.url, lesson, run.run_id))
+    return found
 
 
 def _reuse(kept: Path, key: str, target: Path) -> bool:

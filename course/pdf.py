@@ -23,7 +23,7 @@ import string
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,9 @@ DROP = (
     ".course-check__why", ".course-check__measured", ".course-check__result",
 )
 
+# Header facts that only make sense on screen (the PDF is itself one of the downloads).
+SCREEN_FACTS = {"downloads", "progress"}
+
 
 @dataclass(frozen=True)
 class Cover:
@@ -57,7 +60,7 @@ class Cover:
     summary: str | None = None
     """One sentence: what the reader will learn and measure."""
     facts: tuple[tuple[str, str], ...] = ()
-    """(label, text) pairs: time, GPU, checked-on date, run."""
+    """(label, HTML) pairs: time, GPU and cost, checked-on date."""
 
 
 @dataclass(frozen=True)
@@ -105,9 +108,9 @@ class PrintDocument:
 
 def epoch_of(date: str) -> int:
     """Seconds since 1970 of an ISO 8601 time such as the record's `started`."""
-    moment = datetime.fromisoformat(date.replace("Z", "+00:00"))
+    moment = datetime.fromisoformat(date)
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp())
 
 
@@ -118,20 +121,25 @@ def page_file(site_dir: Path, page_url: str) -> Path:
     return site_dir / page_url
 
 
-def prepare(site_dir: Path, cover: Cover, meta: PrintMeta) -> PrintDocument:
-    """The printable document of one built page; PageError naming the page when it cannot be."""
+def prepare(site_dir: Path, fallback: Cover, meta: PrintMeta) -> PrintDocument:
+    """The printable document of one built page; PageError naming the page when it cannot be.
+
+    The page's own header (`<header class="course-lesson-header">`) becomes the cover, so the PDF
+    shows the facts exactly as the page does; `fallback` is used for a page without one.
+    """
     source = page_file(site_dir, meta.page_url)
-    shown = source.relative_to(site_dir).as_posix() if source.is_relative_to(site_dir) else str(source)
+    shown = f"site/{source.relative_to(site_dir).as_posix()}" if source.is_relative_to(site_dir) else str(source)
     try:
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise PageError(f"site/{shown}: no such page (was the HTML built?)") from None
-    article = article_of(text, f"site/{shown}")
-    lean = _Lean(article, site_dir, source, meta, f"site/{shown}")
+        raise PageError(f"{shown}: no such page (was the HTML built?)") from None
+    article = article_of(text, shown)
+    lean = _Lean(article, site_dir, source, meta, shown)
+    lean.links()  # first, so the links of the header's facts are marked too
+    cover = lean.cover(fallback)
     lean.clean()
     answers = lean.checks()
     lean.figures_and_images()
-    lean.links()
     body = "".join(_serialise(child) for child in _content(article))
     template = string.Template(_template("print.html"))
     document = template.substitute(
@@ -154,30 +162,36 @@ def prepare(site_dir: Path, cover: Cover, meta: PrintMeta) -> PrintDocument:
 
 def article_of(page_html: str, shown: str) -> ET.Element:
     """The `<article class="md-content__inner">` of a page Material built."""
-    import tinyhtml5
+    import tinyhtml5  # type: ignore[import-untyped]
 
+    # Parsing only the article (Material's navigation is most of a page) keeps a no-change
+    # rebuild cheap; Material never nests one article in another.
+    start = page_html.find('<article class="md-content__inner')
+    end = page_html.rfind("</article>")
+    if start >= 0 and end > start:
+        page_html = f"<!DOCTYPE html><html><body>{page_html[start:end]}</article></body></html>"
     root = tinyhtml5.parse(page_html, namespace_html_elements=False)
     for element in root.iter("article"):
         if "md-content__inner" in element.get("class", "").split():
-            return element
+            found: ET.Element = element
+            return found
     raise PageError(f"{shown}: no <article class=\"md-content__inner\"> (not a page Material built?)")
 
 
 def cover_html(cover: Cover, meta: PrintMeta) -> str:
     """The cover block's HTML."""
     where = " · ".join(p for p in (cover.part, f"Lesson {cover.number}" if cover.number else None) if p)
-    rows = "".join(
-        f"<div><dt>{html.escape(label)}</dt><dd>{html.escape(value)}</dd></div>" for label, value in cover.facts
-    )
-    address = urljoin(meta.site_url, meta.page_url) if meta.site_url else meta.page_url or "/"
+    rows = "".join(f"<div><dt>{html.escape(label)}</dt><dd>{value}</dd></div>" for label, value in cover.facts)
+    address = urljoin(meta.site_url, meta.page_url) if meta.site_url else ""
     parts = [
         '<header class="print-cover">',
         f'<p class="print-cover__part">{html.escape(where)}</p>' if where else "",
         f'<h1 class="print-cover__title">{html.escape(cover.title)}</h1>',
         f'<p class="print-cover__summary">{html.escape(cover.summary)}</p>' if cover.summary else "",
         f'<dl class="print-cover__facts">{rows}</dl>' if rows else "",
-        f'<p class="print-cover__note"><span class="print-course-name">{html.escape(meta.course)}</span>'
-        f' · <span class="print-page-address">{html.escape(address)}</span></p>',
+        (f'<p class="print-cover__note"><span class="print-course-name">{html.escape(meta.course)}</span>'
+         + (f' · <span class="print-page-address">{html.escape(address)}</span>' if address else "")
+         + "</p>"),
         "</header>",
     ]
     return "".join(parts)
@@ -199,7 +213,7 @@ class _Lean:
 
     def select(self, selector: str) -> list[ET.Element]:
         """Elements of the article matching a CSS selector, in document order."""
-        import cssselect2
+        import cssselect2  # type: ignore[import-untyped]
 
         wrapper = cssselect2.ElementWrapper.from_html_root(self.article)
         return [found.etree_element for found in wrapper.query_all(selector)]
@@ -217,6 +231,34 @@ class _Lean:
             else:
                 parent.text = (parent.text or "") + element.tail
         parent.remove(element)
+
+    def cover(self, fallback: Cover) -> Cover:
+        """The page's header as a cover (taken out of the article); the fallback without one."""
+        header = next(iter(self.select("header.course-lesson-header")), None)
+        if header is None:
+            return fallback
+
+        def first(selector: str) -> ET.Element | None:
+            return next((e for e in self.select(selector) if _within(e, header, self.parents)), None)
+
+        kicker, title, summary = first(".course-kicker"), first("h1"), first(".course-summary")
+        facts = []
+        for row in self.select("dl.course-facts > div"):
+            label, value = row.find("dt"), row.find("dd")
+            if label is None or value is None or not _within(row, header, self.parents):
+                continue
+            name = _text(label)
+            if name.lower() in SCREEN_FACTS:
+                continue
+            inner = (html.escape(value.text) if value.text else "") + "".join(_serialise(c) for c in value)
+            facts.append((name, inner))
+        self.remove(header)
+        return Cover(
+            title=_text(title) if title is not None else fallback.title,
+            part=_text(kicker) if kicker is not None else fallback.part,
+            summary=_text(summary) if summary is not None else fallback.summary,
+            facts=tuple(facts) or fallback.facts,
+        )
 
     def clean(self) -> None:
         """Drop what only works on screen, and the page's own h1 (the cover holds the title)."""
@@ -273,7 +315,7 @@ class _Lean:
         """Point each figure at its PNG, check every local image exists, drop remote ones."""
         for img in list(self.article.iter("img")):
             png = img.get("data-png")
-            src = png or img.get("src", "")
+            src = png or img.get("src") or ""
             if _is_remote(src):
                 self._replace_with_alt(img)
                 continue
@@ -284,9 +326,8 @@ class _Lean:
             img.attrib.pop("data-png", None)
             img.attrib.pop("srcset", None)
             self.resources.append(path)
-            if png or path.suffix.lower() == ".png":
-                if path not in self.figures:
-                    self.figures.append(path)
+            if (png or path.suffix.lower() == ".png") and path not in self.figures:
+                self.figures.append(path)
 
     def links(self) -> None:
         """Keep links clickable: outside ones show their address, other pages' become absolute."""
@@ -353,13 +394,13 @@ class LocalFetcher:
 
     def fetch(self, url: str, headers: Any = None) -> Any:
         """The file's bytes when it lies inside the root; ValueError otherwise."""
-        from weasyprint.urls import URLFetcherResponse
+        from weasyprint.urls import URLFetcherResponse  # type: ignore[import-untyped]
 
         parts = urlsplit(url)
         if parts.scheme == "data":
             from urllib.request import urlopen
 
-            with urlopen(url) as response:  # noqa: S310 (data: URLs only)
+            with urlopen(url) as response:
                 return URLFetcherResponse(url, body=response.read())
         if parts.scheme != "file":
             raise ValueError(f"refused to fetch {url}: a page PDF loads only files of the built site")
@@ -389,7 +430,7 @@ def render(document: PrintDocument, target: Path, site_dir: Path, epoch: int,
     """Print the document to `target` (through a temporary file); returns its page count."""
     import logging
 
-    import weasyprint
+    import weasyprint  # type: ignore[import-untyped]
 
     fetcher = LocalFetcher(site_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -404,6 +445,15 @@ def render(document: PrintDocument, target: Path, site_dir: Path, epoch: int,
         rendered.write_pdf(tmp)
     os.replace(tmp, target)
     return len(rendered.pages)
+
+
+def _within(element: ET.Element, ancestor: ET.Element, parents: dict[ET.Element, ET.Element]) -> bool:
+    node: ET.Element | None = element
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = parents.get(node)
+    return False
 
 
 def _content(article: ET.Element) -> list[ET.Element | str]:

@@ -18,6 +18,7 @@ import jinja2
 
 from .errors import CourseError, PageError
 from .lessons import lesson_pages, page_url, read_meta, scan
+from .package import package_lessons
 from .pages import MACROS, PageContext, Problem
 from .plugin import LENIENT, report
 from .records import Store
@@ -86,8 +87,10 @@ def build_site(root: Path, out: Path | None = None) -> BuildResult:
         raise PageError(_failure("a page's macros could not be rendered", collect.messages)) from None
     finally:
         logger.removeHandler(collect)
+    pages = _lesson_pages(root, site_dir)
+    package_lessons(root, site_dir, pages)  # site/downloads/<lesson>.pdf and .zip
     seconds = time.perf_counter() - started
-    return BuildResult(site_dir, seconds, _lesson_pages(root, site_dir), collect.messages)
+    return BuildResult(site_dir, seconds, pages, collect.messages)
 
 
 def _failure(headline: str, messages: list[str]) -> str:
