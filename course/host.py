@@ -1,4 +1,8 @@
-"""Facts about the machine a run happens on: GPU, driver, CUDA, CPU, OS, Python, engine versions."""
+"""Facts about the machine a run happens on: GPU, driver, CUDA, CPU, OS, Python, engine versions.
+
+Standard library only: for a run on a remote host this file is sent there and run with the host's
+`python3` (`python3 - PYTHON PACKAGE...`), so the facts are read by the same code on every host.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +117,16 @@ def host_facts(gpu: dict[str, Any] | None, python_version: str) -> dict[str, Any
         "python": python_version,
         "machine": platform.machine(),
     }
+
+
+def collect(python: str, packages: list[str], cwd: Path) -> dict[str, Any]:
+    """Every fact a run records about its host: `gpu`, `engine`, `python` and the `host` block."""
+    with ThreadPoolExecutor(max_workers=2) as pool:  # both start a process: let them overlap
+        gpu_query = pool.submit(gpu_facts)
+        engine, python_version = engine_versions(python, packages, cwd)
+        gpu = gpu_query.result()
+    return {"gpu": gpu, "engine": engine, "python": python_version, "host": host_facts(gpu, python_version)}
+
+
+if __name__ == "__main__":  # on a remote host: python3 - PYTHON PACKAGE... < host.py
+    print(json.dumps(collect(sys.argv[1], sys.argv[2:], Path.cwd())))

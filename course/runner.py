@@ -1,17 +1,17 @@
 """`course run`: execute a lab's steps in a scratch copy of its folder and record the run.
 
 Each step runs in its own process group on a pseudo-terminal; background services are polled
-until ready; every process group is ended on success, failure, timeout and Ctrl-C.
+until ready; every process group is ended on success, failure, timeout and Ctrl-C. Where the
+steps run (this machine or a host over SSH) is a target's business (`targets.py`); the record is
+always written here.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import signal
 import string
-import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,11 +27,11 @@ from rich.table import Table
 from .capture import capture_values
 from .display import Display
 from .errors import RunError, StepFailed
-from .host import engine_versions, gpu_facts, gpu_slug, host_facts
-from .lab import IGNORED_PARTS, LoadedLab, RunStep, StartStep, StopStep, load_lab, step_command, step_kind
+from .host import gpu_slug
+from .lab import LoadedLab, RunStep, StartStep, StopStep, load_lab, step_command, step_kind
 from .plan import Plan, StepPlan, make_plan
-from .process import Proc
 from .records import Failure, Record, Run, RunWriter, StepRecord, Store, Value, now_iso
+from .targets import ConnectionLost, Host, Process, SshSettings, Workspace, install_command, lab_requirements, make_target
 from .terminal import Redactor, clean, tail, transcript
 
 POLL = 0.05
@@ -47,7 +47,7 @@ class Service:
     """A background service that a start step left running."""
 
     step: StartStep
-    proc: Proc
+    proc: Process
     record: StepRecord
     env: dict[str, str]
 
@@ -61,6 +61,16 @@ class Options:
     from_step: str | None = None
     dry_run: bool = False
     quiet: bool = False
+    on: str | None = None
+    """Where to run: None or 'local', or ssh://[user@]host[:port]."""
+    ssh: SshSettings = field(default_factory=SshSettings)
+    """How to reach an SSH host."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables every step gets (on a remote host, the only ones sent from here)."""
+    setup: bool = False
+    """Install the lab's requirements on the host first, and record how long it took."""
+    resume: bool = False
+    """Continue the newest run, which did not finish, from its first unfinished step."""
 
 
 @dataclass
@@ -69,7 +79,8 @@ class Context:
 
     loaded: LoadedLab
     writer: RunWriter
-    scratch: Path
+    host: Host
+    ws: Workspace
     display: Display
     base_env: dict[str, str]
     services: dict[str, Service] = field(default_factory=dict)
@@ -83,15 +94,40 @@ def lab_path(root: Path, lesson: str) -> Path:
 def run_lesson(root: Path, lesson: str, options: Options, console: Console) -> Run | Plan | None:
     """Run a lesson's lab and record it; the finished run, the plan (dry run), or None (nothing to do)."""
     loaded = load_lab(lab_path(root, lesson))
-    lab = loaded.lab
     store = Store(root / "build")
-    # the two host queries start processes: let them run side by side with reading the history
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        gpu_query = pool.submit(gpu_facts)
-        engine_query = pool.submit(engine_versions, lab.python, lab.engine, loaded.folder)
-        history = store.runs(lesson)
-        gpu = gpu_query.result()
-        engine, python_version = engine_query.result()
+    resumed = _resumed_run(store, lesson) if options.resume else None
+    on = options.on
+    if resumed is not None and on is None:
+        on = resumed.record.options.get("on")  # the host the resumed run ran on
+    target = make_target(on, options.ssh)
+    with target.connect() as host:
+        return _run_on(host, root, loaded, store, resumed, options, console)
+
+
+def _resumed_run(store: Store, lesson: str) -> Run:
+    """The newest run of a lesson, which must not have finished; RunError otherwise."""
+    with store.lock(lesson):
+        pass  # taking the lock turns what a killed run left into a failed run
+    runs = store.runs(lesson)
+    if not runs:
+        raise RunError(f"--resume: '{lesson}' has no run to resume")
+    newest = runs[-1]
+    if newest.record.status == "ok":
+        raise RunError(f"--resume: the newest run of '{lesson}', {newest.run_id}, finished; nothing to resume")
+    return newest
+
+
+def _run_on(host: Host, root: Path, loaded: LoadedLab, store: Store, resumed: Run | None, options: Options,
+            console: Console) -> Run | Plan | None:
+    lab, lesson = loaded.lab, loaded.lab.lesson
+    redact = Redactor.from_environment({**options.env, **{k: v for s in lab.steps for k, v in s.env.items()}})
+    setup = _setup(host, loaded, options, console, redact) if options.setup else None
+    # the host query starts processes: let it run while the history is read
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        facts_query = pool.submit(host.facts, lab.python, lab.engine, loaded.folder)
+        history = [resumed] if resumed is not None else store.runs(lesson)
+        facts = facts_query.result()
+    gpu, engine = facts["gpu"], facts["engine"]
     gpu_name = gpu["name"] if gpu else "none"
     plan = make_plan(
         loaded, history, engine, gpu_name,
@@ -106,24 +142,31 @@ def run_lesson(root: Path, lesson: str, options: Options, console: Console) -> R
         return None
     missing_gpu = [p.step.id for p in plan.to_run if p.step.needs == "gpu"]
     if missing_gpu and gpu is None:
+        where = "this host" if host.label == "local" else host.label
         raise RunError(
-            f"{loaded.display_path()}: steps {', '.join(missing_gpu)} need a GPU and this host has none "
+            f"{loaded.display_path()}: steps {', '.join(missing_gpu)} need a GPU and {where} has none "
             "(nvidia-smi not found); run them on a GPU host, or pick steps with --only / --from"
         )
-    redact = Redactor.from_environment({k: v for s in lab.steps for k, v in s.env.items()})
+    if resumed is not None:
+        first = next((p.step.id for p in plan.steps if p.action == "run"), None)
+        console.print(f"Resuming {resumed.run_id} from step '{first}'", highlight=False)
     started = datetime.now(timezone.utc)
     with store.lock(lesson):
         run_id = store.new_run_id(lesson, started, gpu_slug(gpu))
+        host_block = dict(facts["host"])
+        if setup is not None:
+            host_block["setup"] = setup
         record = Record(
             lesson=lesson, title=lab.title, run_id=run_id, status="running", started=now_iso(),
-            lab_file=f"lab/{lesson}/lab.yml", host=host_facts(gpu, python_version), engine=engine,
-            options={"force": options.force, "only": options.only, "from": options.from_step},
+            lab_file=f"lab/{lesson}/lab.yml", host=host_block, engine=engine,
+            options={"force": options.force, "only": options.only, "from": options.from_step,
+                     "on": host.label, "resume": resumed.run_id if resumed else None},
         )
         writer = RunWriter(store, record)
         t0 = time.monotonic()
-        with _scratch_copy(loaded.folder, lesson) as scratch, Display(console, redact, options.quiet) as display:
-            env = _base_env(lesson, run_id)
-            ctx = Context(loaded, writer, scratch, display, env)
+        with host.workspace(loaded.folder, lesson) as ws, Display(console, redact, options.quiet) as display:
+            env = _base_env(host, options, lesson, run_id)
+            ctx = Context(loaded, writer, host, ws, display, env)
             failure: Failure | None = None
             try:
                 with _signals_as_interrupt():
@@ -153,20 +196,35 @@ def run_lesson(root: Path, lesson: str, options: Options, console: Console) -> R
     return run
 
 
+def _setup(host: Host, loaded: LoadedLab, options: Options, console: Console, redact: Redactor) -> dict[str, object]:
+    """Install the lab's requirements with the host's uv or pip; how long it took, for the record."""
+    requirements = lab_requirements(loaded.folder)
+    if not requirements:
+        console.print(f"--setup: {loaded.display_path()} names no requirements (pyproject.toml, requirements.txt)")
+        return {"seconds": 0.0, "requirements": [], "installer": None}
+    command = install_command(loaded.lab.python, requirements)
+    with Display(console, redact, options.quiet) as display:
+        display.note(f"── setup: installing {len(requirements)} requirements on {host.label}", "bold cyan")
+        proc = host.spawn(command, None, {**host.environment(), **options.env, "PYTHONUNBUFFERED": "1"},
+                          lambda t: display.output("setup", t))
+        try:
+            code = proc.wait(3600)
+        except ConnectionLost as exc:
+            raise RunError(f"--setup on {host.label}: {exc}") from None
+        finally:
+            proc.end()
+    output = clean(proc.output)
+    if code != 0:
+        lines = "\n".join(f"  | {redact(l)}" for l in tail(output, TAIL_LINES))
+        raise RunError(f"--setup on {host.label}: installing {', '.join(requirements)} failed "
+                       f"(status {code}):\n{lines}")
+    installer = re.search(r"^installer: (.+)$", output, re.MULTILINE)
+    return {"seconds": round(proc.seconds, 3), "requirements": requirements,
+            "installer": installer.group(1).strip() if installer else None}
+
+
 def _current(record: Record) -> str | None:
     return record.steps[-1].id if record.steps else None
-
-
-@contextmanager
-def _scratch_copy(folder: Path, lesson: str) -> Iterator[Path]:
-    """A fresh copy of the lab folder, removed afterwards."""
-    parent = Path(tempfile.mkdtemp(prefix=f"course-{lesson}-"))
-    scratch = parent / lesson
-    try:
-        shutil.copytree(folder, scratch, ignore=shutil.ignore_patterns(*IGNORED_PARTS, "*.pyc"), symlinks=True)
-        yield scratch
-    finally:
-        shutil.rmtree(parent, ignore_errors=True)
 
 
 @contextmanager
@@ -186,8 +244,9 @@ def _signals_as_interrupt() -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def _base_env(lesson: str, run_id: str) -> dict[str, str]:
-    env = dict(os.environ)
+def _base_env(host: Host, options: Options, lesson: str, run_id: str) -> dict[str, str]:
+    env = host.environment()
+    env.update(options.env)
     env.update(
         COURSE_LESSON=lesson, COURSE_RUN_ID=run_id, PYTHONUNBUFFERED="1", NO_COLOR="1",
         TERM="dumb", COLUMNS="100", LINES="50",
@@ -225,12 +284,15 @@ def _execute(ctx: Context, plan: Plan, redact: Redactor) -> None:
         record.steps.append(rec)
         ctx.writer.save()
         t0 = time.monotonic()
-        if isinstance(step, RunStep):
-            _run_command(ctx, step, rec, redact)
-        elif isinstance(step, StartStep):
-            _start_service(ctx, step, rec, redact)
-        else:
-            _stop_service(ctx, step, redact)
+        try:
+            if isinstance(step, RunStep):
+                _run_command(ctx, step, rec, redact)
+            elif isinstance(step, StartStep):
+                _start_service(ctx, step, rec, redact)
+            else:
+                _stop_service(ctx, step, redact)
+        except ConnectionLost as exc:
+            raise _fail(ctx, step.id, str(exc), exc.output, redact) from None
         rec.seconds = round(time.monotonic() - t0, 3)
         rec.status = "ok"
         ctx.writer.save()
@@ -242,9 +304,10 @@ def _reuse(ctx: Context, sp: StepPlan) -> None:
     ctx.writer.copy_step(sp.source, sp.step.id)
     # what the step produced is put back, so later steps find it
     for kept in old.files:
-        target = ctx.scratch / kept.path
+        target = ctx.ws.local / kept.path
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(sp.source.kept_file(sp.step.id, kept.path), target)
+    ctx.ws.push([kept.path for kept in old.files])
     rec = old.model_copy(deep=True)
     rec.status = "reused"
     rec.reused_from = old.reused_from or sp.source.run_id
@@ -278,7 +341,7 @@ def _check_services(ctx: Context, current: str, redact: Redactor) -> None:
 
 
 def _run_command(ctx: Context, step: RunStep, rec: StepRecord, redact: Redactor) -> None:
-    proc = Proc(step.run, ctx.scratch, _step_env(ctx, step), lambda t: ctx.display.output(step.id, t))
+    proc = ctx.host.spawn(step.run, ctx.ws.path, _step_env(ctx, step), lambda t: ctx.display.output(step.id, t))
     try:
         code = None
         while code is None:
@@ -306,12 +369,13 @@ def _run_command(ctx: Context, step: RunStep, rec: StepRecord, redact: Redactor)
 
 def _collect(ctx: Context, step: RunStep | StartStep, rec: StepRecord, output: str, redact: Redactor) -> None:
     """Captured values and kept files of a finished step; every miss is reported at once."""
-    values, misses = capture_values(step.capture, redact(clean(output)), ctx.scratch)
+    ctx.ws.fetch(sorted({*step.files, *(c.json_file for c in step.capture.values() if c.json_file)}))
+    values, misses = capture_values(step.capture, redact(clean(output)), ctx.ws.local)
     for name, found in values.items():
         found["value"] = redact.value(found["value"])
         rec.values[name] = Value(**found)
     for rel in step.files:
-        source = ctx.scratch / rel
+        source = ctx.ws.local / rel
         if not source.is_file():
             misses.append(f"file '{rel}' (listed under files) was not produced")
             continue
@@ -323,7 +387,8 @@ def _collect(ctx: Context, step: RunStep | StartStep, rec: StepRecord, output: s
 def _start_service(ctx: Context, step: StartStep, rec: StepRecord, redact: Redactor) -> None:
     env = _step_env(ctx, step)
     prefix = f"[{step.id}] "
-    proc = Proc(step.start, ctx.scratch, env, lambda t: ctx.display.output(f"service:{step.id}", t, prefix))
+    proc = ctx.host.spawn(step.start, ctx.ws.path, env,
+                          lambda t: ctx.display.output(f"service:{step.id}", t, prefix))
     ctx.services[step.id] = Service(step, proc, rec, env)
     ready = step.ready
     expected = f"GET {ready.url} to answer 2xx" if ready.url else f"a line matching {ready.log!r}"
@@ -334,7 +399,7 @@ def _start_service(ctx: Context, step: StartStep, rec: StepRecord, redact: Redac
             raise _fail(ctx, step.id, f"the service exited with status {code} before it was ready "
                         f"(waiting for {expected})", proc.output, redact)
         if ready.url is not None:
-            ok, last = _http_ready(string.Template(ready.url).safe_substitute(env))
+            ok, last = ctx.host.http_ready(string.Template(ready.url).safe_substitute(env))
         else:
             assert ready.log is not None
             ok = re.search(ready.log, clean(proc.output), re.MULTILINE) is not None
@@ -345,16 +410,6 @@ def _start_service(ctx: Context, step: StartStep, rec: StepRecord, redact: Redac
             raise _fail(ctx, step.id, f"the service was not ready after its deadline of {step.deadline:g} s "
                         f"(waited for {expected}; last: {last})", proc.output, redact)
         time.sleep(POLL)
-
-
-def _http_ready(url: str) -> tuple[bool, str]:
-    import httpx
-
-    try:
-        response = httpx.get(url, timeout=1.0)
-    except httpx.HTTPError as exc:
-        return False, f"{type(exc).__name__}"
-    return response.is_success, f"status {response.status_code}"
 
 
 def _stop_service(ctx: Context, step: StopStep, redact: Redactor) -> None:
