@@ -136,8 +136,8 @@ def check_html(check: ShownCheck) -> str:
         f'{check.question}</legend>{"".join(rows)}</fieldset>'
         f'{measured}'
         f'<div class="course-check__actions course-js-only">'
-        f'<button type="submit" class="md-button md-button--primary">{BUTTON[check.kind]}</button> '
-        f'<button type="button" class="md-button course-check__again" hidden>Try again</button></div>'
+        f'<button type="submit" class="course-button course-button--primary">{BUTTON[check.kind]}</button> '
+        f'<button type="button" class="course-button course-check__again" hidden>Try again</button></div>'
         f'<p class="course-check__result course-js-only" role="status" aria-live="polite"></p>'
         f"</form>"
     )

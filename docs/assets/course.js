@@ -128,7 +128,17 @@
     if (stored) reveal(box, String(stored.pick), "restored");
   }
 
+  /* Material leaves its search dialog and its page-loading bar without a name (axe: serious). */
+  function nameMaterialWidgets() {
+    var named = [[".md-search[role=dialog]", "Search"], [".md-progress[role=progressbar]", "Loading the page"]];
+    named.forEach(function (pair) {
+      var el = document.querySelector(pair[0]);
+      if (el && !el.getAttribute("aria-label")) el.setAttribute("aria-label", pair[1]);
+    });
+  }
+
   function init() {
+    nameMaterialWidgets();
     document.querySelectorAll(".course-check").forEach(setup);
     var reset = document.querySelector(".course-progress__reset");
     if (reset && !reset.getAttribute("data-ready")) {
