@@ -33,6 +33,10 @@ from .errors import PageError
 
 # Bump when the way a PDF is made changes, so cached PDFs are not reused.
 FORMAT = "pdf-1"
+# The address the document gives the built site. WeasyPrint names each image after its URL in
+# the PDF, so a real file path would make two checkouts print different bytes; `LocalFetcher`
+# serves this prefix from site/ and nothing else.
+SITE = "https://site.invalid/"
 
 # What a printed page has no use for. Material's edit/view buttons, permalinks, copy buttons,
 # feedback form and source-file footer; our widgets' screen-only parts; anything a page marks
@@ -155,7 +159,7 @@ def prepare(site_dir: Path, fallback: Cover, meta: PrintMeta) -> PrintDocument:
         answers=answers,
     )
     return PrintDocument(
-        html=document, base_url=source.as_uri(), resources=lean.resources, figures=lean.figures,
+        html=document, base_url=SITE + meta.page_url, resources=lean.resources, figures=lean.figures,
         checks=lean.check_count,
     )
 
@@ -322,7 +326,7 @@ class _Lean:
             path = self._local(src)
             if path is None or not path.is_file():
                 raise PageError(f"{self.shown}: image '{src}' is not in the built site")
-            img.set("src", path.as_uri())
+            img.set("src", SITE + path.relative_to(self.site_dir).as_posix())
             img.attrib.pop("data-png", None)
             img.attrib.pop("srcset", None)
             self.resources.append(path)
@@ -330,7 +334,11 @@ class _Lean:
                 self.figures.append(path)
 
     def links(self) -> None:
-        """Keep links clickable: outside ones show their address, other pages' become absolute."""
+        """Keep links clickable: outside ones show their address, other pages' become absolute.
+
+        Without a published site address a link to another page cannot work from a PDF, so it
+        is printed as plain text.
+        """
         for link in self.article.iter("a"):
             href = link.get("href")
             if not href or href.startswith("#"):
@@ -348,6 +356,8 @@ class _Lean:
             elif self.meta.site_url:
                 link.set("href", urljoin(self.meta.site_url, _site_path(self.meta.page_url, href)))
                 link.set("class", (link.get("class", "") + " print-external").strip())
+            else:
+                del link.attrib["href"]
 
     def _local(self, src: str) -> Path | None:
         """A site-relative or page-relative image address as a file inside site/, else None."""
@@ -383,7 +393,11 @@ def _site_path(page_url: str, href: str) -> str:
 
 
 class LocalFetcher:
-    """Lets WeasyPrint read files inside one folder and nothing else (no http, no other files)."""
+    """Lets WeasyPrint read files of the built site and nothing else (no network, no other files).
+
+    Addresses under `SITE` and `file:` URLs are read from inside the root folder; `data:` URLs are
+    decoded; everything else is refused.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
@@ -402,9 +416,12 @@ class LocalFetcher:
 
             with urlopen(url) as response:
                 return URLFetcherResponse(url, body=response.read())
-        if parts.scheme != "file":
+        if url.startswith(SITE):
+            path = (self.root / unquote(parts.path).lstrip("/")).resolve()
+        elif parts.scheme == "file":
+            path = Path(unquote(parts.path)).resolve()
+        else:
             raise ValueError(f"refused to fetch {url}: a page PDF loads only files of the built site")
-        path = Path(unquote(parts.path)).resolve()
         if not path.is_relative_to(self.root) or not path.is_file():
             raise ValueError(f"refused to fetch {url}: not a file inside {self.root}")
         self.fetched.append(url)
