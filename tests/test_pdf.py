@@ -130,12 +130,12 @@ def test_outline_margins_and_metadata(pdf_file: Path, text: str) -> None:
     for heading in ("Values", "Terminal", "Listing", "Figure", "Checks", "Long lines", "Answers to the checks"):
         assert heading in titles
     info = poppler("pdfinfo", "-isodates", str(pdf_file))
-    assert re.search(r"^Title:\s+A tiny cache$", info, re.M)
-    assert re.search(r"^Author:\s+LLM inference engineering$", info, re.M)
-    assert re.search(r"^CreationDate:\s+2026-11-20T09:00:00Z?", info, re.M)  # the record's start
-    assert re.search(r"^ModDate:\s+2026-11-20T09:00:00Z?", info, re.M)
+    assert re.search(r"^Title:\s+A tiny cache$", info, re.MULTILINE)
+    assert re.search(r"^Author:\s+LLM inference engineering$", info, re.MULTILINE)
+    assert re.search(r"^CreationDate:\s+2026-11-20T09:00:00Z?", info, re.MULTILINE)  # the record's start
+    assert re.search(r"^ModDate:\s+2026-11-20T09:00:00Z?", info, re.MULTILINE)
     assert "(A4)" in info
-    pages = int(re.search(r"^Pages:\s+(\d+)$", info, re.M).group(1))  # type: ignore[union-attr]
+    pages = int(re.search(r"^Pages:\s+(\d+)$", info, re.MULTILINE).group(1))  # type: ignore[union-attr]
     # page numbers and the lesson title in the margins
     assert f"Page {pages} of {pages}" in text and f"Page 1 of {pages}" in text
     assert text.count("A tiny cache") >= pages
@@ -171,7 +171,7 @@ def test_figure_is_a_print_resolution_png(pdf_file: Path, text: str) -> None:
 def test_two_builds_give_the_same_bytes_and_pages(roots: tuple[Path, Path]) -> None:
     a, b = (r / "site" / "downloads" / f"{LESSON}.pdf" for r in roots)
     assert a.read_bytes() == b.read_bytes()
-    count = [re.search(r"^Pages:\s+(\d+)", poppler("pdfinfo", str(p)), re.M).group(1) for p in (a, b)]  # type: ignore[union-attr]
+    count = [re.search(r"^Pages:\s+(\d+)", poppler("pdfinfo", str(p)), re.MULTILINE).group(1) for p in (a, b)]  # type: ignore[union-attr]
     assert count[0] == count[1]
 
 
