@@ -276,12 +276,10 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
             "",
         ]
     setup = lab.lab.setup
-    if setup.install_seconds or setup.download_seconds:
-        lines += [
-            (f"Installing took about {_duration(setup.install_seconds)} and downloads about "
-            f"{_duration(setup.download_seconds)} on our machine."),
-            "",
-        ]
+    spent = [f"installing about {_duration(setup.install_seconds)}"] if setup.install_seconds else []
+    spent += [f"downloads about {_duration(setup.download_seconds)}"] if setup.download_seconds else []
+    if spent:
+        lines += [f"On our machine, {' and '.join(spent)}.", ""]
     numbers = {step.id: i for i, step in enumerate(steps, start=1)}
     for index, step in enumerate(steps, start=1):
         lines += _step_section(step, index, len(steps), run, machine, numbers)
@@ -305,12 +303,12 @@ def _step_section(step: AnyStep, index: int, count: int, run: Run, machine: str,
     if isinstance(step, StopStep):
         started = numbers.get(step.stop)
         lines += [
-            (f"What it does: ends the service of step {started} ({step.stop}). Go to the terminal "
-            "where it runs and press Ctrl-C."),
+            f"**What it does:** ends the service of step {started} ({step.stop}). Go to the terminal "
+            "where it runs and press Ctrl-C.",
             "",
         ]
         return lines
-    lines += [f"What it does: {title.rstrip('.')}.", ""]
+    lines += [f"**What it does:** {title.rstrip('.')}.", ""]
     if step.env:
         settings = " ".join(f"{name}={value}" for name, value in sorted(step.env.items()))
         lines += [f"It runs with these environment variables set: `{settings}`.", ""]
