@@ -244,3 +244,20 @@ def test_check_runs_without_html_in_seconds(built: BuildResult) -> None:
     count, problems = check_site(root)
     assert problems == [] and count == 4
     assert time.perf_counter() - started < 5
+
+
+def test_the_repository_site_builds_from_its_committed_records(tmp_path: Path) -> None:
+    """What `course build` does on a fresh clone: home, Writing a lesson, and every lesson page."""
+    result = build_site(REPO, tmp_path / "site")
+    assert (result.site_dir / "index.html").is_file()
+    assert (result.site_dir / "writing-a-lesson/index.html").is_file()
+    for lesson_page in result.pages:
+        assert lesson_page.html.is_file(), lesson_page
+
+
+def test_writing_a_lesson_shows_every_macro_with_an_example() -> None:
+    from course.pages import MACROS
+
+    text = (REPO / "docs/writing-a-lesson.md").read_text(encoding="utf-8")
+    missing = [name for name in MACROS if f"{{{{ {name}(" not in text and f"{{% call {name}(" not in text]
+    assert missing == []
