@@ -303,8 +303,8 @@ def _step_section(step: AnyStep, index: int, count: int, run: Run, machine: str,
     if isinstance(step, StopStep):
         started = numbers.get(step.stop)
         lines += [
-            f"**What it does:** ends the service of step {started} ({step.stop}). Go to the terminal "
-            "where it runs and press Ctrl-C.",
+            (f"**What it does:** ends the service of step {started} ({step.stop}). Go to the terminal "
+            "where it runs and press Ctrl-C."),
             "",
         ]
         return lines
