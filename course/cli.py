@@ -59,25 +59,52 @@ def cli(ctx: click.Context, root: Path | None) -> None:
 
 
 @cli.command()
-@click.argument("lesson")
+@click.argument("lesson", required=False)
 @click.option("--only", "only", metavar="STEP", help="Run only this step; reuse or skip the others.")
 @click.option("--from", "from_step", metavar="STEP", help="Run this step and every step after it.")
 @click.option("--force", is_flag=True, help="Run steps even when their recorded result could be reused.")
 @click.option("--dry-run", is_flag=True, help="Print what would run and what would be reused, and stop.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not stream the steps' output.")
+@click.option("--on", "on", metavar="TARGET", help="Where the steps run: local (default) or ssh://[user@]host[:port].")
+@click.option("--accept-new-host-key", is_flag=True,
+              help="With --on ssh://: trust a host key seen for the first time and add it to known_hosts.")
+@click.option("--ssh-config", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              envvar="COURSE_SSH_CONFIG", help="An ssh_config file to use instead of ~/.ssh/config.")
+@click.option("--env", "env", multiple=True, metavar="NAME[=VALUE]",
+              help="Give every step this variable (without VALUE: its value here); repeatable.")
+@click.option("--setup", is_flag=True,
+              help="First install the lab's requirements on the host (uv or pip), and record how long it took.")
+@click.option("--resume", is_flag=True,
+              help="Continue the newest run, which did not finish, from its first unfinished step.")
+@click.option("--all", "all_lessons", is_flag=True, help="Every lesson under lab/, one after another.")
+@click.option("--via", type=click.Choice(["skypilot"]), help="With --all: each lesson as a SkyPilot managed job.")
+@click.option("--bucket", metavar="URL", help="With --via skypilot: where the jobs leave their records (s3://, gs://).")
 @click.pass_obj
 @reports_errors
-def run(root: Path, lesson: str, only: str | None, from_step: str | None, force: bool, dry_run: bool,
-        quiet: bool) -> None:
+def run(root: Path, lesson: str | None, only: str | None, from_step: str | None, force: bool, dry_run: bool,
+        quiet: bool, on: str | None, accept_new_host_key: bool, ssh_config: Path | None, env: tuple[str, ...],
+        setup: bool, resume: bool, all_lessons: bool, via: str | None, bucket: str | None) -> None:
     """Run LESSON's lab (lab/LESSON/lab.yml) and record it in build/LESSON/<run-id>/."""
     from .plan import Plan
     from .records import Run
-    from .runner import Interrupted, Options, plan_table, run_lesson
+    from .runner import Interrupted, Options, parse_env, plan_table, run_lesson
+    from .targets import SshSettings
 
     if only and from_step:
         raise click.UsageError("give --only or --from, not both")
+    if all_lessons == bool(lesson):
+        raise click.UsageError("give a LESSON or --all")
+    if via and not all_lessons:
+        raise click.UsageError("--via goes with --all")
+    options = Options(force, only, from_step, dry_run, quiet, on=on,
+                      ssh=SshSettings(accept_new_host_key=accept_new_host_key, config=ssh_config),
+                      env=parse_env(env), setup=setup, resume=resume)
     try:
-        result = run_lesson(root, lesson, Options(force, only, from_step, dry_run, quiet), stderr)
+        if all_lessons:
+            from .fleet import run_all
+
+            sys.exit(run_all(root, options, stderr, via=via, bucket=bucket))
+        result = run_lesson(root, lesson or "", options, stderr)
     except Interrupted:
         stderr.print("[bold red]interrupted:[/] every process of the run was ended; the partial run is kept, marked failed")
         sys.exit(130)

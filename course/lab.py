@@ -175,6 +175,17 @@ class Setup(_Strict):
     """Time to download weights or data."""
 
 
+class Resources(_Strict):
+    """What a lab needs from a rented machine; `course run --all --via skypilot` asks for it."""
+
+    gpu: str | None = None
+    """The GPU kind, as SkyPilot names accelerators (H200, H100, A100-80GB, L4, ...); none: CPU only."""
+    count: int = Field(default=1, ge=1)
+    """How many of that GPU."""
+    disk_gb: int | None = Field(default=None, ge=1)
+    """Disk size in GB (weights and caches); none: the cloud's default."""
+
+
 class Lab(_Strict):
     """A lesson's lab: its engine packages and its steps, in order."""
 
@@ -188,6 +199,8 @@ class Lab(_Strict):
     """The interpreter the lab's steps use (asked for the engine versions)."""
     setup: Setup = Setup()
     """Declared set-up time."""
+    resources: Resources | None = None
+    """The machine the lab needs when it runs in the cloud; none: CPU only, the cloud's default disk."""
     steps: list[Step] = Field(min_length=1)
     """The steps, run in order."""
 
@@ -322,12 +335,13 @@ def load_lab(path: Path) -> LoadedLab:
 
 
 _KNOWN_KEYS: dict[str, set[str]] = {
-    "lab": {"lesson", "title", "engine", "python", "setup", "steps"},
+    "lab": {"lesson", "title", "engine", "python", "setup", "resources", "steps"},
     "step": {"id", "title", "needs", "env", "inputs", "files", "capture", "run", "timeout", "start",
              "ready", "deadline", "stop"},
     "capture": {"regex", "json", "key", "type", "unit"},
     "ready": {"url", "log"},
     "setup": {"install_seconds", "download_seconds"},
+    "resources": {"gpu", "count", "disk_gb"},
 }
 
 
@@ -378,8 +392,8 @@ def _parent_kind(loc: list[Any], in_step: bool) -> str:
         return "capture"
     if loc[0] == "ready":
         return "ready"
-    if loc[0] == "setup":
-        return "setup"
+    if loc[0] in ("setup", "resources"):
+        return str(loc[0])
     return "step"
 
 

@@ -83,7 +83,8 @@ def supervise() -> int:
     def report_exit() -> None:
         channel.send(b"x", str(proc.popen.wait()).encode())
 
-    threading.Thread(target=report_exit, daemon=True).start()
+    waiter = threading.Thread(target=report_exit, daemon=True)
+    waiter.start()
     pending = b""
     last = time.monotonic()
     try:
@@ -100,6 +101,7 @@ def supervise() -> int:
                     if command.startswith(b"end"):
                         parts = command.split()
                         proc.end(grace=float(parts[1]) if len(parts) > 1 else 3.0)
+                        waiter.join(timeout=5)  # the exit frame goes before the end frame
                         channel.send(b"e")
                         return 0
             if channel.broken:

@@ -121,7 +121,7 @@ def _run_on(host: Host, root: Path, loaded: LoadedLab, store: Store, resumed: Ru
             console: Console) -> Run | Plan | None:
     lab, lesson = loaded.lab, loaded.lab.lesson
     redact = Redactor.from_environment({**options.env, **{k: v for s in lab.steps for k, v in s.env.items()}})
-    setup = _setup(host, loaded, options, console, redact) if options.setup else None
+    setup = _setup(host, loaded, options, console, redact) if options.setup and not options.dry_run else None
     # the host query starts processes: let it run while the history is read
     with ThreadPoolExecutor(max_workers=1) as pool:
         facts_query = pool.submit(host.facts, lab.python, lab.engine, loaded.folder)
@@ -468,3 +468,20 @@ def summary_table(run: Run) -> Table:
         secs = f"{step.seconds:.2f}" if step.seconds is not None else ""
         table.add_row(step.id, status, secs, str(len(step.values)), str(len(step.files)))
     return table
+
+
+def parse_env(items: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """`--env NAME=VALUE` or `--env NAME` (its value here) as a mapping; RunError for a name not set here."""
+    import os
+
+    found: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            raise RunError(f"--env {item}: '{name}' is not a variable name")
+        if not sep:
+            if name not in os.environ:
+                raise RunError(f"--env {name}: not set here (give --env {name}=VALUE)")
+            value = os.environ[name]
+        found[name] = value
+    return found

@@ -235,7 +235,7 @@ class SshHost:
         """Run host.py on the host with its python3."""
         source = Path(host_module.__file__).read_bytes()
         args = " ".join(shlex.quote(a) for a in (python, *packages))
-        done = self.run(f"cd {shlex.quote(self.parent)} && python3 - {args}", source)
+        done = self.run(f"cd {shlex.quote(self.parent)} && python3 -S - {args}", source)
         if done.returncode != 0:
             raise SshError(f"{self.label}: could not read the host's facts with python3 "
                            f"(exit {done.returncode}): {_last_line(done.stderr)}")
@@ -251,12 +251,12 @@ class SshHost:
         supervisor = shlex.quote(f"{self.parent}/{HELPERS}/remote_supervisor.py")
         spec = {"command": command, "cwd": cwd or "", "env": dict(env),
                 "heartbeat": self.target.settings.heartbeat}
-        return RemoteProc([*self._args, f"exec python3 {supervisor} run"], spec, on_output, self.label)
+        return RemoteProc([*self._args, f"exec python3 -S {supervisor} run"], spec, on_output, self.label)
 
     def http_ready(self, url: str) -> tuple[bool, str]:
         """Ask the supervisor's probe on the host."""
         supervisor = shlex.quote(f"{self.parent}/{HELPERS}/remote_supervisor.py")
-        done = self.run(f"python3 {supervisor} probe {shlex.quote(url)}", timeout=30)
+        done = self.run(f"python3 -S {supervisor} probe {shlex.quote(url)}", timeout=30)
         said = done.stdout.decode(errors="replace").strip()
         ok, _, what = said.partition(" ")
         return ok == "ok" and done.returncode == 0, what or _last_line(done.stderr)

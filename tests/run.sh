@@ -5,8 +5,10 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v pdftotext >/dev/null 2>&1 || missing+=(poppler-utils)
+command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing ${missing[*]} (Debian packages) for the browser and PDF tests"
+  echo "installing ${missing[*]} (Debian packages) for the browser, PDF and SSH tests"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 export NO_MKDOCS_2_WARNING=1
