@@ -173,6 +173,10 @@ def serve_site(root: Path, dev_addr: str = "127.0.0.1:8000") -> None:
     from mkdocs.commands.serve import serve
 
     os.environ[LENIENT] = "1"
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)-7s -  %(message)s"))
+    logging.getLogger("mkdocs").addHandler(handler)
+    logging.getLogger("mkdocs").setLevel(logging.INFO)
     watch = [str(root / p) for p in ("build", "lab", "figures", "course", "macros") if (root / p).is_dir()]
     try:
         serve(config_file=str(root / CONFIG), dev_addr=dev_addr, livereload=True, watch=watch)
