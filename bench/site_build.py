@@ -24,9 +24,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from course.site import build_site  # noqa: E402
-from test_browser import free_port, serving  # noqa: E402
-from test_pages import make_project  # noqa: E402
+from test_browser import free_port, serving
+from test_pages import make_project
+
+from course.site import build_site
 
 PAGE_TYPES = {"document", "stylesheet", "script"}
 
@@ -57,7 +58,7 @@ def page_weight(site: Path, url: str) -> tuple[list[tuple[str, str, int, int]], 
         browser.close()
         own, other = [], []
         for kind, address in seen:
-            body = urllib.request.urlopen(address).read()  # noqa: S310 - the local server only
+            body = urllib.request.urlopen(address).read()
             path = address.removeprefix(base)
             if kind in PAGE_TYPES:
                 own.append((kind, path, len(body), len(gzip.compress(body, 6))))

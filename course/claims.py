@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .quantity import Expression, ExprError, Quantity
+from .quantity import ExprError, Expression, Quantity
 
 _TAG = re.compile(r"<[^>]+>")
 _SPACE = re.compile(r"\s+")

@@ -137,7 +137,7 @@ def cost_text(prices: Prices, gpu: str | None, seconds: float) -> tuple[str, lis
 
 def checked_on(run: Run) -> str:
     """'29 November 2026' from the run's start time."""
-    started = datetime.fromisoformat(run.record.started.replace("Z", "+00:00"))
+    started = datetime.fromisoformat(run.record.started)
     return f"{started.day} {started:%B %Y}"
 
 

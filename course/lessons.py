@@ -69,7 +69,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
         return {}, text
     data = yaml.safe_load(match.group(1) or "") or {}
     if not isinstance(data, dict):
-        raise ValueError("front matter must be a mapping of keys to values")
+        raise TypeError("front matter must be a mapping of keys to values")
     return data, text[match.end():]
 
 
@@ -78,13 +78,13 @@ def read_meta(path: Path, shown: str) -> tuple[LessonMeta, dict[str, Any], str]:
     try:
         raw, body = split_front_matter(path.read_text(encoding="utf-8"))
         return LessonMeta.model_validate(raw), raw, body
-    except (yaml.YAMLError, ValueError, ValidationError) as exc:
+    except (yaml.YAMLError, ValueError, TypeError, ValidationError) as exc:
         raise PageError(f"{shown}: front matter: {exc}") from None
 
 
 def page_url(src: str) -> str:
     """The URL mkdocs gives a page with directory URLs: `part-2/kv-cache.md` -> `part-2/kv-cache/`."""
-    stem = src[:-3] if src.endswith(".md") else src
+    stem = src.removesuffix(".md")
     if stem == "index":
         return ""
     if stem.endswith("/index"):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import jinja2
-import markdown as md
+import markdown as md  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
 from . import facts
@@ -26,10 +26,19 @@ from .errors import CourseError
 from .faq import PageData, glossary_html, jsonld, load_page_data
 from .lab import LoadedLab, lab_files, load_lab
 from .lessons import LessonMeta
-from .quantity import Expression, ExprError, Quantity, format_number
+from .quantity import ExprError, Expression, Quantity, format_number
 from .records import Run, Store
-from .widgets import (WidgetError, draw_figure, figure_html, line_count, listing_markdown, load_drawer,
-                      select_lines, split_transcript, terminal_html)
+from .widgets import (
+    WidgetError,
+    draw_figure,
+    figure_html,
+    line_count,
+    listing_markdown,
+    load_drawer,
+    select_lines,
+    split_transcript,
+    terminal_html,
+)
 
 F = TypeVar("F", bound=Callable[..., str])
 MACROS: dict[str, Callable[..., str]] = {}
@@ -72,7 +81,7 @@ def macro(func: F) -> F:
 
 def _inline(markdown_text: str) -> str:
     """Markdown of one paragraph as inline HTML (the <p> removed)."""
-    rendered = md.markdown(markdown_text, extensions=["attr_list", "md_in_html"]).strip()
+    rendered = str(md.markdown(markdown_text, extensions=["attr_list", "md_in_html"])).strip()
     if rendered.startswith("<p>") and rendered.endswith("</p>") and rendered.count("<p>") == 1:
         return rendered[3:-4]
     return rendered
@@ -252,7 +261,7 @@ class PageContext:
             drawn = draw_figure(draw, FigureData(self), self.site_dir, f"assets/figures/{self.lesson}/{name}")
         except _ANSWERABLE:
             raise
-        except Exception as exc:  # a figure's own code failing: report it as the page's problem
+        except Exception as exc:  # noqa: BLE001 - a figure's own code may raise anything: the page reports it
             raise WidgetError(f"figures/{name}.py failed: {type(exc).__name__}: {exc}") from None
         base = self.to_root()
         return figure_html(base + drawn.svg, base + drawn.png, alt, _inline(caption) if caption else "",

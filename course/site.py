@@ -182,5 +182,5 @@ def serve_site(root: Path, dev_addr: str = "127.0.0.1:8000") -> None:
         serve(config_file=str(root / CONFIG), dev_addr=dev_addr, livereload=True, watch=watch)
     except CourseError:
         raise
-    except Exception as exc:  # mkdocs' own errors, reported as a message
+    except Exception as exc:  # noqa: BLE001 - mkdocs' own errors while serving, reported as a message
         raise PageError(f"serve: {exc}") from None

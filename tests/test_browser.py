@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_pages import make_project
 
 from course.site import build_site
-
-from test_pages import make_project
 
 pytestmark = pytest.mark.browser
 
@@ -28,7 +27,7 @@ LESSON = "part-1/tiny/"
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class names it so
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 

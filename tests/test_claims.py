@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from course.claims import check_claim, plain_text
-from course.quantity import Expression, ExprError, Quantity, format_number
+from course.quantity import ExprError, Expression, Quantity, format_number
 
 RECORD = {
     "size.bytes_per_token": Quantity(114688, "B", ("size.bytes_per_token",), True),

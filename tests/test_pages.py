@@ -136,7 +136,7 @@ def test_listing_has_line_count_highlighting_and_copy(built: BuildResult) -> Non
     assert '<span class="filename">size.py · 13 lines</span>' in text
     assert '<span class="n">per_token</span>' in text  # highlighted by Pygments
     config = json.loads(re.search(r'<script id="__config" type="application/json">(.*?)</script>',
-                                  page(built, "part-1/tiny"), re.S).group(1))
+                                  page(built, "part-1/tiny"), re.DOTALL).group(1))
     assert "content.code.copy" in config["features"]
 
 
@@ -179,7 +179,7 @@ def test_header_facts_are_computed(built: BuildResult) -> None:
 
 def test_faq_is_on_the_page_and_in_json_ld(built: BuildResult) -> None:
     full = page(built, "part-1/tiny")
-    data = json.loads(re.search(r'<script type="application/ld\+json">(.*?)</script>', full, re.S).group(1))
+    data = json.loads(re.search(r'<script type="application/ld\+json">(.*?)</script>', full, re.DOTALL).group(1))
     kinds = {item["@type"]: item for item in data["@graph"]}
     assert kinds["LearningResource"]["name"] == "A tiny cache"
     assert kinds["LearningResource"]["timeRequired"].startswith("PT")
@@ -192,7 +192,7 @@ def test_faq_is_on_the_page_and_in_json_ld(built: BuildResult) -> None:
 def test_glossary_and_provenance(built: BuildResult) -> None:
     text = article(built, "part-1/tiny")
     assert '<dt id="term-kv-cache">KV cache</dt>' in text
-    assert f"on 20 November 2026 on an NVIDIA H200 (driver 570.86.15, CUDA 12.8, Python 3.11.7)" in text
+    assert "on 20 November 2026 on an NVIDIA H200 (driver 570.86.15, CUDA 12.8, Python 3.11.7)" in text
 
 
 def test_navigation_by_part_and_lesson(built: BuildResult) -> None:
