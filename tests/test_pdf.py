@@ -11,6 +11,7 @@ import html
 import re
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,18 @@ def poppler(*args: str) -> str:
     return subprocess.run(args, capture_output=True, text=True, check=True).stdout
 
 
+def inflated(pdf: Path) -> bytes:
+    """The PDF's bytes with its compressed streams (object streams included) inflated."""
+    data = pdf.read_bytes()
+    parts = [data]
+    for match in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.DOTALL):
+        try:
+            parts.append(zlib.decompress(match.group(1)))
+        except zlib.error:
+            continue
+    return b"\n".join(parts)
+
+
 def flat(text: str) -> str:
     return " ".join(text.split())
 
@@ -135,6 +148,7 @@ def test_outline_margins_and_metadata(pdf_file: Path, text: str) -> None:
     assert re.search(r"^CreationDate:\s+2026-11-20T09:00:00Z?", info, re.MULTILINE)  # the record's start
     assert re.search(r"^ModDate:\s+2026-11-20T09:00:00Z?", info, re.MULTILINE)
     assert "(A4)" in info
+    assert b"/Lang (en)" in inflated(pdf_file)
     pages = int(re.search(r"^Pages:\s+(\d+)$", info, re.MULTILINE).group(1))  # type: ignore[union-attr]
     # page numbers and the lesson title in the margins
     assert f"Page {pages} of {pages}" in text and f"Page 1 of {pages}" in text
