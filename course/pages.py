@@ -346,6 +346,10 @@ class PageContext:
         if not self.meta.lesson:
             return markdown
         try:
+            first = next((line for line in markdown.splitlines() if line.strip()), "")
+            if first.startswith("# "):
+                self.problem(first.strip(), "a lesson page's header already holds its title (front matter "
+                             "`title:`); start the page without a '# ' heading")
             for check_id in self.data.checks:
                 if check_id not in self.placed_checks:
                     self.problem(f'check("{check_id}")', "declared in the page's data but never placed on the page")

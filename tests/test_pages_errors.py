@@ -111,3 +111,16 @@ def test_a_check_declared_but_not_placed_fails(tmp_path: Path) -> None:
     assert [str(p) for p in problems] == [
         "docs/part-1/tiny.md: check(\"why-two\"): declared in the page's data but never placed on the page"
     ]
+
+
+def test_a_knowledge_check_without_a_right_answer_fails(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    data = root / "docs/part-1/tiny.yml"
+    data.write_text(data.read_text(encoding="utf-8").replace("        right: true\n", ""), encoding="utf-8")
+    from course.site import check_site
+
+    _, problems = check_site(root)
+    assert [str(p) for p in problems] == [
+        "docs/part-1/tiny.md: check('slower'): docs/part-1/tiny.yml: 1 problem(s):\n"
+        "  - checks.why-two: exactly one option must be marked 'right: true' (none is)"
+    ]
