@@ -103,6 +103,7 @@ class PageContext:
     problems: list[Problem] = field(default_factory=list)
     placed_checks: list[str] = field(default_factory=list)
     _run: Run | None = None
+    _run_missing: str | None = None
     _lab: LoadedLab | None = None
     _data: PageData | None = None
 
@@ -114,7 +115,14 @@ class PageContext:
         return f"docs/{self.src}"
 
     def problem(self, call: str, message: str) -> None:
-        """Collect a problem; one that repeats an earlier message of the page is left out."""
+        """Collect a problem; one that repeats an earlier message of the page is left out.
+
+        A missing run is reported once, at the first call that needed it, not by every call.
+        """
+        repeats = [p for p in self.problems if p.message == message
+                   or (self._run_missing is not None and self._run_missing in p.message)]
+        if self._run_missing is not None and self._run_missing in message and repeats:
+            return
         if all(p.message != message for p in self.problems):
             self.problems.append(Problem(self.page, call, message))
 
@@ -135,10 +143,11 @@ class PageContext:
             else:
                 found = store.newest_good(self.lesson)
                 if found is None:
-                    raise CourseError(
+                    self._run_missing = (
                         f"no good run of '{self.lesson}' in build/{self.lesson}/ (expected a recorded run: "
                         f"run `course run {self.lesson}` on a GPU machine and commit its build folder)"
                     )
+                    raise CourseError(self._run_missing)
                 self._run = found
         return self._run
 

@@ -124,3 +124,15 @@ def test_a_knowledge_check_without_a_right_answer_fails(tmp_path: Path) -> None:
         ("docs/part-1/tiny.md: check('slower'): docs/part-1/tiny.yml: 1 problem(s):\n"
          "  - checks.why-two: exactly one option must be marked 'right: true' (none is)")
     ]
+
+
+def test_a_missing_record_is_reported_once_per_page(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    (root / "docs/part-3").mkdir()
+    (root / "docs/part-3/empty.md").write_text(UNRECORDED + (
+        '{{ claim("decode.tps > 1", "Fast.") }} {{ terminal("decode") }} {{ value("size.x") }}\n'
+    ), encoding="utf-8")
+    from course.site import check_site
+
+    _, problems = check_site(root)
+    assert [p.call for p in problems] == ["value('decode.tps')"]
