@@ -173,7 +173,7 @@ def diff(root: Path, lesson: str, run_a: str | None, run_b: str | None, as_markd
 def _pages_evaluator(root: Path, lesson: str) -> Any:
     """The site's evaluation of a lesson's pages against one run, where the site machinery is installed."""
     try:
-        from .site import evaluate_pages
+        from .evaluate import evaluate_pages
     except ImportError:
         return None
     return lambda run: evaluate_pages(root, lesson, run)

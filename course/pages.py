@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from . import facts
 from .checks import ShownCheck, ShownOption, check_html
-from .claims import check_claim, claim_html, plain_text
+from .claims import ClaimResult, check_claim, claim_html, plain_text
 from .errors import CourseError
 from .faq import PageData, glossary_html, jsonld, load_page_data
 from .lab import LoadedLab, lab_files, load_lab
@@ -102,6 +102,10 @@ class PageContext:
     """Where the site is written; None when only checking (figures are then not drawn)."""
     problems: list[Problem] = field(default_factory=list)
     placed_checks: list[str] = field(default_factory=list)
+    claim_results: list[ClaimResult] = field(default_factory=list)
+    """Every claim checked on the page, in order (for `course diff`)."""
+    reveals: dict[str, str] = field(default_factory=dict)
+    """Check id -> the measured answer a predict check reveals, as HTML (for `course diff`)."""
     _run: Run | None = None
     _run_missing: str | None = None
     _lab: LoadedLab | None = None
@@ -299,6 +303,7 @@ class PageContext:
         if spec.measured:
             measured = MACROS["value"](self, spec.measured, unit=spec.unit, decimals=spec.decimals,
                                        percent=spec.percent) + html.escape(spec.suffix)
+            self.reveals[check_id] = measured
         shown = ShownCheck(check_id, spec.kind, self.render_text(spec.question), options, measured,
                            self.render_text(spec.note) if spec.note else "")
         return check_html(shown)
@@ -316,6 +321,7 @@ class PageContext:
         if inner is None:
             raise WidgetError("a claim needs its sentence: claim(condition, text) or {% call claim(...) %}")
         result = check_claim(condition, inner, self.lookup)
+        self.claim_results.append(result)
         if not result.holds:
             self.problem(f"claim({condition!r})", result.message())
         return claim_html(result, inner)
