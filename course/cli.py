@@ -184,10 +184,13 @@ def _pages_evaluator(root: Path, lesson: str) -> Any:
 @reports_errors
 def check(root: Path) -> None:
     """Check every page's values and claims against the records, without building HTML."""
-    from .site import check_or_fail
+    from .site import check_or_fail, pinned_behind
 
     count = check_or_fail(root)
     stderr.print(f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim holds")
+    for page, pinned, newest in pinned_behind(root):
+        stderr.print(f"[yellow]pinned behind:[/] {page} uses run {pinned}; its lesson's newest good run is "
+                     f"{newest} (remove `run:` from its front matter to follow it)", highlight=False, soft_wrap=True)
 
 
 @cli.command()

@@ -354,6 +354,36 @@ class PageContext:
             f"{html.escape(facts.engine_text(run))}; run <code>{html.escape(run.run_id)}</code>.</span>"
         )
 
+    @macro
+    def run_history(self, headline: list[str] | None = None) -> str:
+        """Every recorded run of the lesson: date, GPU, engine versions and headline values side by side."""
+        runs = Store(self.root / "build").runs(self.lesson)
+        names = list(headline or [])
+        for name in names:  # an unknown headline value is the author's typo: say so
+            self.lookup(name)
+        head = ["run", "date", "status", "GPU", "engine"] + [f"<code>{html.escape(n)}</code>" for n in names]
+        rows = []
+        for run in reversed(runs):
+            cells = [f"<code>{html.escape(run.run_id)}</code>" + (" (this page)" if run.run_id == self.run.run_id else ""),
+                     html.escape(facts.checked_on(run)), html.escape(run.record.status),
+                     html.escape(facts.gpu_name(run) or "no GPU"), html.escape(facts.engine_text(run))]
+            for name in names:
+                step, value = name.split(".", 1)
+                try:
+                    recorded = run.value(step, value)
+                except CourseError:
+                    cells.append("—")
+                    continue
+                shown = recorded.value
+                text = f"{shown:,}" if isinstance(shown, int) else f"{shown:,.4g}" if isinstance(shown, float) else shown
+                unit = "" if recorded.unit == "none" else f" {recorded.unit}"
+                source = html.escape(f"{run.run_id}/{name}", quote=True)
+                cells.append(f'<span class="course-value" data-source="{source}">{html.escape(str(text))}{unit}</span>')
+            rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        header = "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
+        return (f'<div class="course-history md-typeset__scrollwrap"><div class="md-typeset__table"><table>'
+                f"<thead>{header}</thead><tbody>{''.join(rows)}</tbody></table></div></div>")
+
     # -- the page as a whole ----------------------------------------------------------------
 
     def finish(self, markdown: str) -> str:

@@ -160,6 +160,18 @@ def check_site(root: Path) -> tuple[int, list[Problem]]:
     return len(pages), problems
 
 
+def pinned_behind(root: Path) -> list[tuple[str, str, str]]:
+    """Pages pinned to a run older than their lesson's newest good run: (page, pinned run, newest run)."""
+    store = Store(root / "build")
+    behind = []
+    for entry in scan(root / "docs"):
+        if entry.meta.lesson and entry.meta.run:
+            newest = store.newest_good(entry.meta.lesson)
+            if newest is not None and newest.run_id > entry.meta.run:
+                behind.append((f"docs/{entry.src}", entry.meta.run, newest.run_id))
+    return behind
+
+
 def check_or_fail(root: Path) -> int:
     """Run check_site and raise PageError listing every problem; the number of pages otherwise."""
     count, problems = check_site(root)
