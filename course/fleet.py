@@ -159,7 +159,7 @@ def write_tasks(root: Path, chosen: list[LoadedLab], bucket: str | None, folder:
         path.write_text(yaml.safe_dump(task_config(root, loaded, bucket), sort_keys=False))
         try:
             tasks[loaded.lab.lesson] = sky.Task.from_yaml(str(path))
-        except Exception as exc:  # SkyPilot raises several kinds; each is a task that cannot be used
+        except Exception as exc:  # noqa: BLE001 - SkyPilot raises several kinds; each is a task it refuses
             raise RunError(f"{path}: SkyPilot refused the task for '{loaded.lab.lesson}': {exc}") from None
     return tasks
 
@@ -174,7 +174,7 @@ def sky_plan(sky: Any, task: Any) -> str:
 
         with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
             optimizer.Optimizer.optimize(dag, quiet=True)
-    except Exception as exc:  # no cloud enabled, no catalog: SkyPilot's own message says which
+    except Exception as exc:  # noqa: BLE001 - no cloud enabled, no catalog: SkyPilot's message says which
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return "not planned: " + re.sub(r"\x1b\[[0-9;]*m", "", message)
     best = task.best_resources

@@ -40,7 +40,7 @@ def gpu_facts() -> dict[str, Any] | None:
             [smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=30, check=True,
         ).stdout
-        header = subprocess.run([smi], capture_output=True, text=True, timeout=30).stdout
+        header = subprocess.run([smi], capture_output=True, text=True, timeout=30, check=False).stdout
     except (subprocess.SubprocessError, OSError):
         return None
     rows = [[c.strip() for c in line.split(",")] for line in query.strip().splitlines() if line.strip()]

@@ -33,7 +33,7 @@ from typing import Any
 try:
     from .process import Proc
 except ImportError:  # on the host, a plain script next to process.py
-    from process import Proc  # type: ignore[no-redef]
+    from process import Proc  # type: ignore[no-redef,import-not-found]
 
 LOST_GRACE = 2.0
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,17 @@ from .errors import RunError, StepFailed
 from .host import gpu_slug
 from .lab import LoadedLab, RunStep, StartStep, StopStep, load_lab, step_command, step_kind
 from .plan import Plan, StepPlan, make_plan
-from .records import Failure, Record, Run, RunWriter, StepRecord, Store, Value, now_iso
-from .targets import ConnectionLost, Host, Process, SshSettings, Workspace, install_command, lab_requirements, make_target
+from .records import Failure, Record, Run, RunStatus, RunWriter, StepRecord, Store, Value, now_iso
+from .targets import (
+    ConnectionLost,
+    Host,
+    Process,
+    SshSettings,
+    Workspace,
+    install_command,
+    lab_requirements,
+    make_target,
+)
 from .terminal import Redactor, clean, tail, transcript
 
 POLL = 0.05
@@ -150,7 +159,7 @@ def _run_on(host: Host, root: Path, loaded: LoadedLab, store: Store, resumed: Ru
     if resumed is not None:
         first = next((p.step.id for p in plan.steps if p.action == "run"), None)
         console.print(f"Resuming {resumed.run_id} from step '{first}'", highlight=False)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     with store.lock(lesson):
         run_id = store.new_run_id(lesson, started, gpu_slug(gpu))
         host_block = dict(facts["host"])
@@ -190,7 +199,7 @@ def _run_on(host: Host, root: Path, loaded: LoadedLab, store: Store, resumed: Ru
                         record.steps.append(_base_record(sp, redact, "not-run"))
                 if failure is not None:
                     writer.finish("failed", failure)
-            status = "ok" if plan.complete() else "partial"
+            status: RunStatus = "ok" if plan.complete() else "partial"
             run = writer.finish(status)
     console.print(summary_table(run))
     return run

@@ -96,6 +96,7 @@ class SshTarget:
         master = subprocess.Popen(
             [*args[:-1], "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-N", args[-1]],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+            start_new_session=True,  # Ctrl-C reaches the runner, which then ends the run in order
         )
         host: SshHost | None = None
         try:
@@ -159,10 +160,10 @@ class SshTarget:
         try:
             keys = subprocess.run(
                 [keyscan, "-T", "5", "-p", resolved.get("port", "22"), resolved.get("hostname", self.host)],
-                capture_output=True, text=True, timeout=15,
+                capture_output=True, text=True, timeout=15, check=False,
             ).stdout
             listed = subprocess.run([keygen, "-l", "-f", "-"], input=keys, capture_output=True, text=True,
-                                    timeout=15).stdout
+                                    timeout=15, check=False).stdout
         except (subprocess.SubprocessError, OSError):
             return []
         found = []
@@ -176,7 +177,7 @@ class SshTarget:
         """The host name and port after ssh_config is applied (`ssh -G`)."""
         args = self.ssh_args(Path("/nonexistent"))
         try:
-            out = subprocess.run([args[0], "-G", *args[1:]], capture_output=True, text=True, timeout=10).stdout
+            out = subprocess.run([args[0], "-G", *args[1:]], capture_output=True, text=True, timeout=10, check=False).stdout
         except (subprocess.SubprocessError, OSError):
             return {}
         return {k: v for k, _, v in (line.partition(" ") for line in out.splitlines()) if k in ("hostname", "port")}
@@ -195,7 +196,7 @@ class SshHost:
     def run(self, command: str, data: bytes | None = None, timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
         """Run a shell command on the host over the shared connection; ConnectionLost on a drop."""
         try:
-            done = subprocess.run([*self._args, command], input=data, capture_output=True, timeout=timeout)
+            done = subprocess.run([*self._args, command], input=data, capture_output=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             raise ConnectionLost(f"{self.label}: no answer after {timeout:g} s to: {command}") from None
         if done.returncode == 255:
@@ -223,7 +224,7 @@ class SshHost:
             # the master is gone; one fresh connection may still clean up
             try:
                 done = subprocess.run([*self._args, f"rm -rf {shlex.quote(self.parent)}"], capture_output=True,
-                                      timeout=30)
+                                      timeout=30, check=False)
                 left = done.returncode != 0
             except subprocess.SubprocessError:
                 left = True
@@ -319,7 +320,7 @@ class RemoteProc:
         self.label = label
         self.started = time.monotonic()
         self.popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE)
+                                      stderr=subprocess.PIPE, start_new_session=True)
         self._on_output = on_output
         self._chunks: list[str] = []
         self._lock = threading.Lock()

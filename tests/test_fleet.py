@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import CourseRun
+
 from course.errors import LabError
 from course.fleet import decide, lessons, pinned_versions, task_config, write_tasks
 from course.lab import load_lab

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import COURSE, FIXTURES, free_port
+
 from course.process import group_members
 from course.records import Store
 
@@ -125,7 +125,7 @@ def copy_project(tmp_path: Path, name: str) -> Path:
 def course(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run([*COURSE, "--root", str(root), *args], capture_output=True, text=True, env=full,
-                          timeout=120)
+                          timeout=120, check=False)
 
 
 def remote_args(sshd: Server, known_hosts: Path | None = None, port: int | None = None) -> list[str]:
