@@ -115,23 +115,25 @@ def package_page(root: Path, site_dir: Path, page: LessonRef, site: Site, store:
         page_url=page.url, site_url=site.url, language=site.language,
         keywords=(site.name, lab.lab.title),
     )
-    document = pdf.prepare(site_dir, cover, meta)
+    page_html = pdf.read_page(site_dir, page.url)
+    key = page_html.key(cover, meta)
     downloads = site_dir / DOWNLOADS
     downloads.mkdir(parents=True, exist_ok=True)
     keep = cache / lesson
     keep.mkdir(parents=True, exist_ok=True)
 
     pdf_target = downloads / f"{lesson}.pdf"
-    pdf_reused = _reuse(keep / "page.pdf", document.key(), pdf_target)
+    pdf_reused = _reuse(keep / "page.pdf", key, pdf_target)
     seconds, count = 0.0, None
     if not pdf_reused:
         _forget(keep / "page.pdf")
         started = time.perf_counter()
+        document = pdf.prepare(page_html, cover, meta)
         count = pdf.render(document, keep / "page.pdf", site_dir, pdf.epoch_of(run.record.started), images)
         seconds = time.perf_counter() - started
-        _remember(keep / "page.pdf", document.key(), pdf_target)
+        _remember(keep / "page.pdf", key, pdf_target)
 
-    entries = bundle.bundle_entries(lab, run, pdf_target, document.figures)
+    entries = bundle.bundle_entries(lab, run, pdf_target, page_html.figures)
     date = bundle.zip_date(run)
     zip_key = bundle.entries_key(lesson, entries, date)
     zip_target = downloads / f"{lesson}.zip"

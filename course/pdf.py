@@ -1,14 +1,16 @@
 """The page PDF: a built lesson page's article, made lean and printed by WeasyPrint.
 
-    site/<page>/index.html ──prepare()──> PrintDocument (one HTML string, CSS inlined, the local
-                                          files it loads) ──render()──> site/downloads/<lesson>.pdf
+    site/<page>/index.html ─read_page()─> Page (the article's HTML, its images)
+        ─key()─> a hash of every input: an unchanged page is not printed again
+        ─prepare()─> PrintDocument (one HTML string, CSS inlined)
+        ─render()─> site/downloads/<lesson>.pdf
 
-`prepare` takes the `<article>` Material wrote, drops what only works on screen (buttons, the
-edit link, permalinks, script), turns each check into a worksheet question whose answer moves to
-a section at the end, points figures at their PNG, and marks outside links so the print
-stylesheet shows their address. `render` prints it with a fetcher that reads only files inside
-`site/`, with `SOURCE_DATE_EPOCH` and the PDF dates taken from the record, so two builds give the
-same bytes.
+`prepare` turns the page's header into a cover, drops what only works on screen (buttons, the
+edit link, permalinks, scripts), turns each check into a worksheet question whose answer moves
+to a section at the end, points figures at their PNG, prints listings as plain text and marks
+outside links so the print stylesheet shows their address. `render` prints with a fetcher that
+reads only files of the built site, under `SOURCE_DATE_EPOCH` and with the PDF dates taken from
+the record, so two builds give the same bytes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import hashlib
 import html
 import os
 import posixpath
+import re
 import string
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -32,24 +35,28 @@ from urllib.parse import unquote, urljoin, urlsplit
 from .errors import PageError
 
 # Bump when the way a PDF is made changes, so cached PDFs are not reused.
-FORMAT = "pdf-1"
+FORMAT = "pdf-2"
 # The address the document gives the built site. WeasyPrint names each image after its URL in
 # the PDF, so a real file path would make two checkouts print different bytes; `LocalFetcher`
 # serves this prefix from site/ and nothing else.
 SITE = "https://site.invalid/"
-
-# What a printed page has no use for. Material's edit/view buttons, permalinks, copy buttons,
-# feedback form and source-file footer; our widgets' screen-only parts; anything a page marks
-# `course-no-print`.
+# What a printed page has no use for: Material's edit button, permalinks, copy buttons, feedback
+# form and source-file footer; our widgets' screen-only parts; anything marked course-no-print.
 DROP = (
     "script", "noscript", "style", "button", "input", "select", "textarea", "nav",
     ".md-content__button", ".headerlink", ".md-clipboard", ".md-source-file", ".md-feedback",
     ".course-js-only", ".course-no-print", ".course-progress", ".course-downloads",
     ".course-check__why", ".course-check__measured", ".course-check__result",
 )
-
 # Header facts that only make sense on screen (the PDF is itself one of the downloads).
 SCREEN_FACTS = {"downloads", "progress"}
+# A code block of at most this many lines is kept on one page (an A4 page holds about 70).
+KEEP_LINES = 60
+_ARTICLE = re.compile(r'<article class="md-content__inner[^"]*">(.*)</article>', re.DOTALL)
+_CODE = re.compile(r"(<code\b[^>]*>)(.*?)(</code>)", re.DOTALL)
+_CODE_TAG = re.compile(r"</?(?:span|a)\b[^>]*>")
+_IMG = re.compile(r"<img\b[^>]*>")
+_ATTR = re.compile(r'\s([a-zA-Z-]+)="([^"]*)"')
 
 
 @dataclass(frozen=True)
@@ -86,28 +93,39 @@ class PrintMeta:
 
 
 @dataclass
+class Page:
+    """A built page as the PDF needs it: its article's HTML and the local images it shows."""
+
+    path: Path
+    site_dir: Path
+    shown: str
+    """The page as messages name it, e.g. `site/part-2/kv-cache/index.html`."""
+    article: str
+    """The inside of `<article class="md-content__inner">`, listings' colour tags removed."""
+    images: list[Path] = field(default_factory=list)
+    """Local image files, in page order."""
+    figures: list[Path] = field(default_factory=list)
+    """The page's figures as PNG, in page order (the zip ships them)."""
+
+    def key(self, fallback: Cover, meta: PrintMeta) -> str:
+        """A hash of everything the PDF is made from: page, cover, stylesheet, images, printer."""
+        digest = hashlib.sha256()
+        for part in (FORMAT, _weasyprint_version(), repr(fallback), repr(meta), _template("print.html"),
+                     _template("print.css"), self.article):
+            digest.update(part.encode("utf-8") + b"\0")
+        for path in self.images:
+            digest.update(path.name.encode() + b"\0" + _file_digest(path))
+        return digest.hexdigest()
+
+
+@dataclass
 class PrintDocument:
-    """A page ready to print: the lean HTML and the local files it loads."""
+    """A page ready to print: the lean HTML and where its relative addresses point."""
 
     html: str
     base_url: str
-    """The page's own file URL; relative addresses resolve against it."""
-    resources: list[Path] = field(default_factory=list)
-    """Local files the document loads (figures, images), in the order met."""
-    figures: list[Path] = field(default_factory=list)
-    """The page's figures as PNG, in page order (the zip ships them)."""
     checks: int = 0
     """How many checks were printed with their answers at the end."""
-
-    def key(self) -> str:
-        """A hash of everything the PDF is made from: the document and the bytes it loads."""
-        digest = hashlib.sha256()
-        digest.update(f"{FORMAT}\0{_weasyprint_version()}\0".encode())
-        digest.update(self.html.encode("utf-8"))
-        for path in self.resources:
-            digest.update(b"\0" + path.name.encode() + b"\0")
-            digest.update(_file_digest(path))
-        return digest.hexdigest()
 
 
 def epoch_of(date: str) -> int:
@@ -125,28 +143,71 @@ def page_file(site_dir: Path, page_url: str) -> Path:
     return site_dir / page_url
 
 
-def prepare(site_dir: Path, fallback: Cover, meta: PrintMeta) -> PrintDocument:
-    """The printable document of one built page; PageError naming the page when it cannot be.
+def read_page(site_dir: Path, page_url: str) -> Page:
+    """A built page's article and images; PageError naming the page when it cannot be used.
 
-    The page's own header (`<header class="course-lesson-header">`) becomes the cover, so the PDF
-    shows the facts exactly as the page does; `fallback` is used for a page without one.
+    Only string work is done here (no parsing), so that an unchanged page costs little.
     """
-    source = page_file(site_dir, meta.page_url)
-    shown = f"site/{source.relative_to(site_dir).as_posix()}" if source.is_relative_to(site_dir) else str(source)
+    site_dir = site_dir.resolve()
+    path = page_file(site_dir, page_url)
+    shown = f"site/{path.relative_to(site_dir).as_posix()}"
     try:
-        text = source.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PageError(f"{shown}: no such page (was the HTML built?)") from None
-    article = article_of(text, shown)
-    lean = _Lean(article, site_dir, source, meta, shown)
-    lean.links()  # first, so the links of the header's facts are marked too
+    match = _ARTICLE.search(text)
+    if match is None:
+        raise PageError(f"{shown}: no <article class=\"md-content__inner\"> (not a page Material built?)")
+    # Listings lose their colour tags: one inline box per token makes layout many times slower.
+    article = _CODE.sub(lambda m: m.group(1) + _CODE_TAG.sub("", m.group(2)) + m.group(3), match.group(1))
+    page = Page(path, site_dir, shown, article)
+    for tag in _IMG.findall(article):
+        attrs = {name: html.unescape(value) for name, value in _ATTR.findall(tag)}
+        png = attrs.get("data-png")
+        src = png or attrs.get("src", "")
+        if _is_remote(src):
+            continue
+        found = resolve_image(src, path, site_dir)
+        if found is None:
+            raise PageError(f"{shown}: image '{src}' is not in the built site")
+        page.images.append(found)
+        if (png or found.suffix.lower() == ".png") and found not in page.figures:
+            page.figures.append(found)
+    return page
+
+
+def resolve_image(src: str, page: Path, site_dir: Path) -> Path | None:
+    """A page-relative or site-absolute image address as a file inside site/, else None."""
+    path = unquote(urlsplit(src).path)
+    if not path:
+        return None
+    for candidate in (page.parent / path, site_dir / path.lstrip("/")):
+        resolved = candidate.resolve()
+        if resolved.is_relative_to(site_dir) and resolved.is_file():
+            return resolved
+    return None
+
+
+def prepare(page: Page, fallback: Cover, meta: PrintMeta) -> PrintDocument:
+    """The printable document of one page.
+
+    The page's own header (`<header class="course-lesson-header">`) becomes the cover, so the PDF
+    shows the facts exactly as the page does; `fallback` serves a page without one.
+    """
+    import tinyhtml5  # type: ignore[import-untyped]
+
+    root = tinyhtml5.parse(f"<!DOCTYPE html><html><body><article>{page.article}</article></body></html>",
+                           namespace_html_elements=False)
+    article = next(root.iter("article"))
+    lean = _Lean(article, page, meta)
+    lean.links()  # first, so the links in the header's facts are marked too
     cover = lean.cover(fallback)
     lean.clean()
     answers = lean.checks()
-    lean.figures_and_images()
-    body = "".join(_serialise(child) for child in _content(article))
-    template = string.Template(_template("print.html"))
-    document = template.substitute(
+    lean.images()
+    lean.code_blocks()
+    body = (html.escape(article.text) if article.text else "") + "".join(_serialise(c) for c in article)
+    document = string.Template(_template("print.html")).substitute(
         lang=_attr(meta.language),
         title=html.escape(cover.title),
         author=_attr(meta.author),
@@ -158,28 +219,7 @@ def prepare(site_dir: Path, fallback: Cover, meta: PrintMeta) -> PrintDocument:
         body=body,
         answers=answers,
     )
-    return PrintDocument(
-        html=document, base_url=SITE + meta.page_url, resources=lean.resources, figures=lean.figures,
-        checks=lean.check_count,
-    )
-
-
-def article_of(page_html: str, shown: str) -> ET.Element:
-    """The `<article class="md-content__inner">` of a page Material built."""
-    import tinyhtml5  # type: ignore[import-untyped]
-
-    # Parsing only the article (Material's navigation is most of a page) keeps a no-change
-    # rebuild cheap; Material never nests one article in another.
-    start = page_html.find('<article class="md-content__inner')
-    end = page_html.rfind("</article>")
-    if start >= 0 and end > start:
-        page_html = f"<!DOCTYPE html><html><body>{page_html[start:end]}</article></body></html>"
-    root = tinyhtml5.parse(page_html, namespace_html_elements=False)
-    for element in root.iter("article"):
-        if "md-content__inner" in element.get("class", "").split():
-            found: ET.Element = element
-            return found
-    raise PageError(f"{shown}: no <article class=\"md-content__inner\"> (not a page Material built?)")
+    return PrintDocument(html=document, base_url=SITE + meta.page_url, checks=lean.check_count)
 
 
 def cover_html(cover: Cover, meta: PrintMeta) -> str:
@@ -187,15 +227,16 @@ def cover_html(cover: Cover, meta: PrintMeta) -> str:
     where = " · ".join(p for p in (cover.part, f"Lesson {cover.number}" if cover.number else None) if p)
     rows = "".join(f"<div><dt>{html.escape(label)}</dt><dd>{value}</dd></div>" for label, value in cover.facts)
     address = urljoin(meta.site_url, meta.page_url) if meta.site_url else ""
+    note = f'<span class="print-course-name">{html.escape(meta.course)}</span>'
+    if address:
+        note += f' · <span class="print-page-address">{html.escape(address)}</span>'
     parts = [
         '<header class="print-cover">',
         f'<p class="print-cover__part">{html.escape(where)}</p>' if where else "",
         f'<h1 class="print-cover__title">{html.escape(cover.title)}</h1>',
         f'<p class="print-cover__summary">{html.escape(cover.summary)}</p>' if cover.summary else "",
         f'<dl class="print-cover__facts">{rows}</dl>' if rows else "",
-        (f'<p class="print-cover__note"><span class="print-course-name">{html.escape(meta.course)}</span>'
-         + (f' · <span class="print-page-address">{html.escape(address)}</span>' if address else "")
-         + "</p>"),
+        f'<p class="print-cover__note">{note}</p>',
         "</header>",
     ]
     return "".join(parts)
@@ -204,28 +245,29 @@ def cover_html(cover: Cover, meta: PrintMeta) -> str:
 class _Lean:
     """The article being made printable, with a map from each element to its parent."""
 
-    def __init__(self, article: ET.Element, site_dir: Path, source: Path, meta: PrintMeta, shown: str) -> None:
+    def __init__(self, article: ET.Element, page: Page, meta: PrintMeta) -> None:
         self.article = article
-        self.site_dir = site_dir.resolve()
-        self.source = source
+        self.page = page
         self.meta = meta
-        self.shown = shown
-        self.resources: list[Path] = []
-        self.figures: list[Path] = []
         self.check_count = 0
         self.parents = {child: parent for parent in article.iter() for child in parent}
 
-    def select(self, selector: str) -> list[ET.Element]:
-        """Elements of the article matching a CSS selector, in document order."""
-        import cssselect2  # type: ignore[import-untyped]
-
-        wrapper = cssselect2.ElementWrapper.from_html_root(self.article)
-        return [found.etree_element for found in wrapper.query_all(selector)]
+    def select(self, *selectors: str, within: ET.Element | None = None) -> list[ET.Element]:
+        """Elements matching any of `tag`, `.class` or `tag.class`, in document order."""
+        wanted = [tuple(s.split(".", 1)) if "." in s else (s, "") for s in selectors]
+        found = []
+        for element in (within if within is not None else self.article).iter():
+            classes = element.get("class", "").split() if isinstance(element.tag, str) else []
+            for tag, cls in wanted:
+                if (not tag or element.tag == tag) and (not cls or cls in classes):
+                    found.append(element)
+                    break
+        return found
 
     def remove(self, element: ET.Element) -> None:
         """Take an element out, keeping the text that followed it."""
         parent = self.parents.get(element)
-        if parent is None:
+        if parent is None or element not in list(parent):
             return
         index = list(parent).index(element)
         if element.tail:
@@ -243,19 +285,17 @@ class _Lean:
             return fallback
 
         def first(selector: str) -> ET.Element | None:
-            return next((e for e in self.select(selector) if _within(e, header, self.parents)), None)
+            return next(iter(self.select(selector, within=header)), None)
 
         kicker, title, summary = first(".course-kicker"), first("h1"), first(".course-summary")
         facts = []
-        for row in self.select("dl.course-facts > div"):
-            label, value = row.find("dt"), row.find("dd")
-            if label is None or value is None or not _within(row, header, self.parents):
-                continue
-            name = _text(label)
-            if name.lower() in SCREEN_FACTS:
-                continue
-            inner = (html.escape(value.text) if value.text else "") + "".join(_serialise(c) for c in value)
-            facts.append((name, inner))
+        for facts_list in self.select("dl.course-facts", within=header):
+            for row in facts_list:
+                label, value = row.find("dt"), row.find("dd")
+                if label is None or value is None or _text(label).lower() in SCREEN_FACTS:
+                    continue
+                inner = (html.escape(value.text) if value.text else "") + "".join(_serialise(c) for c in value)
+                facts.append((_text(label), inner))
         self.remove(header)
         return Cover(
             title=_text(title) if title is not None else fallback.title,
@@ -266,72 +306,75 @@ class _Lean:
 
     def clean(self) -> None:
         """Drop what only works on screen, and the page's own h1 (the cover holds the title)."""
-        for element in self.select(", ".join(DROP)):
+        for element in self.select(*DROP):
             self.remove(element)
         first = next((e for e in self.article.iter() if e.tag in ("h1", "h2", "h3", "p", "div")), None)
         if first is not None and first.tag == "h1":
             self.remove(first)
         for element in self.article.iter():
-            element.attrib.pop("hidden", None)  # what survived DROP is meant to be read
-            element.attrib.pop("loading", None)
-            element.attrib.pop("tabindex", None)
+            for name in ("hidden", "loading", "tabindex"):  # what survived DROP is meant to be read
+                element.attrib.pop(name, None)
 
     def checks(self) -> str:
         """Number the checks, strip their controls and gather their answers into an end section."""
         answers = []
-        for number, check in enumerate(self.select(".course-check"), start=1):
+        for number, check in enumerate(self.select("div.course-check"), start=1):
             anchor = f"print-answer-{number}"
             legend = next(check.iter("legend"), None)
             question = _text(legend) if legend is not None else f"Check {number}"
             if legend is not None:
                 tag = ET.Element("span", {"class": "print-check-number"})
-                tag.text = f"Check {number}. "
-                tag.tail = legend.text
-                legend.text = None
+                tag.text, tag.tail, legend.text = f"Check {number}. ", legend.text, None
                 legend.insert(0, tag)
-            details = [d for d in check.iter("details") if "course-check__answer" in d.get("class", "")]
+            details = self.select("details.course-check__answer", within=check)
             for block in details:
                 self.remove(block)
             ref = ET.SubElement(check, "p", {"class": "print-answer-ref"})
-            link = ET.SubElement(ref, "a", {"href": f"#{anchor}"})
-            link.text = "Answer at the end"
+            ET.SubElement(ref, "a", {"href": f"#{anchor}"}).text = "Answer at the end"
             for label in check.iter("label"):
                 label.attrib.pop("for", None)  # its radio button is gone
             answer = ET.Element("div", {"class": "print-answer", "id": anchor})
-            heading = ET.SubElement(answer, "h3")
-            heading.text = f"Check {number}"
-            asked = ET.SubElement(answer, "p", {"class": "print-answer__question"})
-            asked.text = _strip_kind(question)
+            ET.SubElement(answer, "h3").text = f"Check {number}"
+            ET.SubElement(answer, "p", {"class": "print-answer__question"}).text = _strip_kind(question)
             for block in details:
-                for child in block:
-                    if child.tag != "summary":
-                        answer.append(copy.deepcopy(child))
+                answer.extend(copy.deepcopy(child) for child in block if child.tag != "summary")
             answers.append(_serialise(answer))
             self.check_count = number
         if not answers:
             return ""
-        return (
-            '<section class="print-answers"><h2 id="print-answers">Answers to the checks</h2>'
-            + "".join(answers) + "</section>"
-        )
+        return ('<section class="print-answers"><h2 id="print-answers">Answers to the checks</h2>'
+                + "".join(answers) + "</section>")
 
-    def figures_and_images(self) -> None:
-        """Point each figure at its PNG, check every local image exists, drop remote ones."""
+    def images(self) -> None:
+        """Point each image at its file under the site address (figures at their PNG); a remote
+        image becomes its alt text, since printing fetches nothing from the network."""
         for img in list(self.article.iter("img")):
-            png = img.get("data-png")
-            src = png or img.get("src") or ""
+            src = img.get("data-png") or img.get("src") or ""
             if _is_remote(src):
-                self._replace_with_alt(img)
+                span = ET.Element("span", {"class": "print-missing-image"})
+                span.text, span.tail = f"[image: {img.get('alt') or src}]", img.tail
+                parent = self.parents[img]
+                parent.insert(list(parent).index(img), span)
+                parent.remove(img)
                 continue
-            path = self._local(src)
-            if path is None or not path.is_file():
-                raise PageError(f"{self.shown}: image '{src}' is not in the built site")
-            img.set("src", SITE + path.relative_to(self.site_dir).as_posix())
-            img.attrib.pop("data-png", None)
-            img.attrib.pop("srcset", None)
-            self.resources.append(path)
-            if (png or path.suffix.lower() == ".png") and path not in self.figures:
-                self.figures.append(path)
+            found = resolve_image(src, self.page.path, self.page.site_dir)
+            if found is not None:
+                img.set("src", SITE + found.relative_to(self.page.site_dir).as_posix())
+            for name in ("data-png", "srcset"):
+                img.attrib.pop(name, None)
+
+    def code_blocks(self) -> None:
+        """Keep a code block that fits on a page on one page; let a longer one break where it
+        falls (rather than have the printer first push it whole onto the next page)."""
+        for pre in self.select("pre"):
+            lines = "".join(pre.itertext()).count("\n") + 1
+            if lines > KEEP_LINES:
+                continue
+            block = self.parents.get(pre)
+            target = pre
+            if block is not None and {"highlight", "course-terminal"} & set(block.get("class", "").split()):
+                target = block
+            target.set("class", (target.get("class", "") + " print-keep").strip())
 
     def links(self) -> None:
         """Keep links clickable: outside ones show their address, other pages' become absolute.
@@ -345,39 +388,19 @@ class _Lean:
                 continue
             parts = urlsplit(href)
             if parts.scheme in ("http", "https", "mailto"):
-                if _text(link).strip() != href:
+                if _text(link) != href:
                     link.set("class", (link.get("class", "") + " print-external").strip())
                 continue
             if parts.scheme:
                 continue
-            target = _site_path(self.meta.page_url, parts.path)
-            if parts.path == "" or target.rstrip("/") == self.meta.page_url.rstrip("/"):
+            target = _site_path(self.meta.page_url, href)
+            if not parts.path or target.split("#")[0].rstrip("/") == self.meta.page_url.rstrip("/"):
                 link.set("href", f"#{parts.fragment}" if parts.fragment else "#")
             elif self.meta.site_url:
-                link.set("href", urljoin(self.meta.site_url, _site_path(self.meta.page_url, href)))
+                link.set("href", urljoin(self.meta.site_url, target))
                 link.set("class", (link.get("class", "") + " print-external").strip())
             else:
                 del link.attrib["href"]
-
-    def _local(self, src: str) -> Path | None:
-        """A site-relative or page-relative image address as a file inside site/, else None."""
-        path = unquote(urlsplit(src).path)
-        if not path:
-            return None
-        candidates = [self.source.parent / path, self.site_dir / path.lstrip("/")]
-        for candidate in candidates:
-            resolved = candidate.resolve()
-            if resolved.is_relative_to(self.site_dir) and resolved.is_file():
-                return resolved
-        return None
-
-    def _replace_with_alt(self, img: ET.Element) -> None:
-        span = ET.Element("span", {"class": "print-missing-image"})
-        span.text = f"[image: {img.get('alt') or img.get('src')}]"
-        span.tail = img.tail
-        parent = self.parents[img]
-        parent.insert(list(parent).index(img), span)
-        parent.remove(img)
 
 
 def _site_path(page_url: str, href: str) -> str:
@@ -401,7 +424,6 @@ class LocalFetcher:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
-        self.fetched: list[str] = []
 
     def __call__(self, url: str, *args: Any, **kwargs: Any) -> Any:
         return self.fetch(url)
@@ -424,7 +446,6 @@ class LocalFetcher:
             raise ValueError(f"refused to fetch {url}: a page PDF loads only files of the built site")
         if not path.is_relative_to(self.root) or not path.is_file():
             raise ValueError(f"refused to fetch {url}: not a file inside {self.root}")
-        self.fetched.append(url)
         return URLFetcherResponse(url, body=path.read_bytes())
 
 
@@ -449,39 +470,20 @@ def render(document: PrintDocument, target: Path, site_dir: Path, epoch: int,
 
     import weasyprint  # type: ignore[import-untyped]
 
-    fetcher = LocalFetcher(site_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    # WeasyPrint logs every CSS property it does not know (Material's markup brings some) as a
-    # warning; only errors matter here.
+    # WeasyPrint warns about every CSS property it does not know; only errors matter here.
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     with source_date_epoch(epoch):
         rendered = weasyprint.HTML(
-            string=document.html, base_url=document.base_url, url_fetcher=fetcher
+            string=document.html, base_url=document.base_url, url_fetcher=LocalFetcher(site_dir)
         ).render(optimize_images=True, cache=cache if cache is not None else {})
         rendered.write_pdf(tmp)
     os.replace(tmp, target)
     return len(rendered.pages)
 
 
-def _within(element: ET.Element, ancestor: ET.Element, parents: dict[ET.Element, ET.Element]) -> bool:
-    node: ET.Element | None = element
-    while node is not None:
-        if node is ancestor:
-            return True
-        node = parents.get(node)
-    return False
-
-
-def _content(article: ET.Element) -> list[ET.Element | str]:
-    items: list[ET.Element | str] = [html.escape(article.text)] if article.text else []
-    items.extend(article)
-    return items
-
-
-def _serialise(node: ET.Element | str) -> str:
-    if isinstance(node, str):
-        return node
+def _serialise(node: ET.Element) -> str:
     return ET.tostring(node, encoding="unicode", method="html")
 
 

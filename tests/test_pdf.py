@@ -18,7 +18,7 @@ import pytest
 
 from course.errors import PageError
 from course.package import package_lessons
-from course.pdf import SITE, Cover, LocalFetcher, PrintMeta, prepare
+from course.pdf import SITE, Cover, LocalFetcher, PrintMeta, prepare, read_page
 from course.site import build_site
 
 REPO = Path(__file__).resolve().parents[1]
@@ -220,16 +220,38 @@ def test_the_fetcher_reads_only_files_of_the_site(tmp_path: Path) -> None:
 def test_errors_name_the_page(tmp_path: Path) -> None:
     site = tmp_path / "site"
     (site / "p").mkdir(parents=True)
-    meta = PrintMeta(author="a", course="c", date="2026-11-20T09:00:00Z", page_url="p/")
-    cover = Cover(title="T")
     with pytest.raises(PageError, match=r"site/q/index.html: no such page"):
-        prepare(site, cover, PrintMeta(author="a", course="c", date="2026-11-20T09:00:00Z", page_url="q/"))
+        read_page(site, "q/")
     (site / "p" / "index.html").write_text("<html><body><main>no article</main></body></html>")
     with pytest.raises(PageError, match=r"site/p/index.html: no <article"):
-        prepare(site, cover, meta)
+        read_page(site, "p/")
     (site / "p" / "index.html").write_text(
         '<html><body><article class="md-content__inner md-typeset"><img src="gone.png" alt="x">'
         "</article></body></html>"
     )
     with pytest.raises(PageError, match=r"site/p/index.html: image 'gone.png' is not in the built site"):
-        prepare(site, cover, meta)
+        read_page(site, "p/")
+
+
+def test_a_page_without_the_lesson_header_gets_the_fallback_cover(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "p").mkdir(parents=True)
+    (site / "p" / "index.html").write_text(
+        '<html><body><nav>menu</nav><article class="md-content__inner md-typeset">'
+        '<a class="md-content__button" href="https://example.org/edit">Edit</a><h1>Plain</h1>'
+        '<p>See <a href="../other/">another page</a> and <a href="https://example.org/">this</a>.</p>'
+        '<div class="highlight"><pre><span></span><code><span class="k">print</span>(1)</code></pre></div>'
+        "</article></body></html>"
+    )
+    meta = PrintMeta(author="a", course="c", date="2026-11-20T09:00:00Z", page_url="p/")
+    page = read_page(site, "p/")
+    assert "<span" not in page.article.split("<code>")[1]  # listings print as plain text
+    document = prepare(page, Cover(title="Fallback", facts=(("Time", "5 min"),)), meta).html
+    assert '<h1 class="print-cover__title">Fallback</h1>' in document and "<h1>Plain" not in document
+    assert "menu" not in document and "Edit" not in document
+    assert '<a>another page</a>' in document  # no published address: printed as text
+    assert '<a href="https://example.org/" class="print-external">this</a>' in document
+    assert '<div class="highlight print-keep"><pre><span></span><code>print(1)</code></pre></div>' in document
+    with_site = PrintMeta(author="a", course="c", date="2026-11-20T09:00:00Z", page_url="p/",
+                          site_url="https://course.example.org/")
+    assert 'href="https://course.example.org/other/"' in prepare(page, Cover(title="F"), with_site).html
