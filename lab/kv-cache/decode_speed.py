@@ -112,8 +112,8 @@ def main() -> None:
                                "splits": dec.splits}
         for depth in depths:
             run = dec.graph(depth)
-            steps = 50 if cuda else 5
-            seconds = median_seconds(lambda _: [run() for _ in range(steps)], device, 5) / steps
+            steps, repeats = (50, 5) if cuda else (3, 2)
+            seconds = median_seconds(lambda _: [run() for _ in range(steps)], device, repeats) / steps
             bound = bw / (dec.weight_bytes() + depth * per_token)
             tok_s = 1 / seconds
             print(f"  {depth:>8,}  {tok_s:>8.1f} tok/s  {bound:>6.1f} tok/s  {tok_s / bound:>7.1%}"

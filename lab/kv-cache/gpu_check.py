@@ -110,10 +110,11 @@ def main() -> None:
                 value = paper if name == "paper" else got[name]
                 row.setdefault(f"{name}_bytes", {})[str(tokens)] = value
         layers = cfg["num_hidden_layers"]
-        print() if device.type != "cuda" else print(f"  allocated - paper: {extra:,} B = {extra / layers:,.0f} B per layer, the cache's own small"
-              " bookkeeping tensors (the allocator's smallest block is 512 B)")
-        print() if device.type != "cuda" else print("  reserved counts whole segments: blocks of 1 to 10 MiB are cut from 20 MiB segments,"
-              " larger ones rounded up to 2 MiB")
+        if device.type == "cuda":
+            print(f"  allocated - paper: {extra:,} B = {extra / layers:,.0f} B per layer, the cache's own small"
+                  " bookkeeping tensors (the allocator's smallest block is 512 B)")
+            print("  reserved counts whole segments: blocks of 1 to 10 MiB are cut from 20 MiB"
+                  " segments, larger ones rounded up to 2 MiB")
         results[key] = row
         del model
         gc.collect()
