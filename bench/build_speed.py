@@ -6,6 +6,8 @@ A clean checkout of HEAD (`git archive`) is made in a temporary folder, then tim
     no-change build   `course build` again, nothing changed (PDFs and zips reused from .cache/)
     plain mkdocs      `mkdocs build` of the same pages into another folder (HTML only)
     PDF per page      WeasyPrint printing each lesson page, in one process with an empty cache
+    PDF, long page    the same for the fixture page with every lab/kv-cache/*.py file appended
+                      as a listing (about 1,000 lines of code, like a real lesson's listings)
 
 The checkout is the repository itself when it has lesson pages with records; otherwise (or with
 `--fixture`) its site machinery with the test fixture lesson (tests/fixtures/site/), as the tests
@@ -72,6 +74,18 @@ def pdf_seconds(root: Path) -> list[tuple[str, float, int | None]]:
     return [(d.lesson, d.pdf_seconds, d.pdf_pages) for d in done]
 
 
+def with_long_listings(root: Path) -> None:
+    """Append the KV-cache lab's Python files to the fixture page as listings, with prose between."""
+    page = root / "docs" / "part-1" / "tiny.md"
+    extra = []
+    for source in sorted((REPO / "lab" / "kv-cache").glob("*.py")):
+        fence = "`" * 4
+        extra.append(f"\n## {source.name}\n\n{{% raw %}}\n{fence}python title=\"{source.name}\"\n"
+                     f"{source.read_text(encoding='utf-8')}\n{fence}\n{{% endraw %}}\n")
+        extra.append("\n" + "The listing above is read line by line in the text. " * 20 + "\n")
+    page.write_text(page.read_text(encoding="utf-8") + "".join(extra), encoding="utf-8")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="times each build is timed (median shown)")
@@ -100,6 +114,14 @@ def main() -> None:
     def med(values: list[float]) -> float:
         return statistics.median(values)
 
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "course"
+        checkout(root)
+        with_fixture(root)
+        with_long_listings(root)
+        timed([*course, "--root", str(root), "build"], root)
+        long_page = pdf_seconds(root) + pdf_seconds(root)
+
     renders = [s for _, s, _ in per_page]
     print(f"course build of {label}, {args.repeat} clean checkouts of HEAD, {os.cpu_count()} CPU cores\n")
     print("| measure | median | runs |")
@@ -110,6 +132,8 @@ def main() -> None:
     print(f"| plain `mkdocs build` of the same pages | {med(plain):.2f} s | {', '.join(f'{v:.2f}' for v in plain)} |")
     print(f"| PDF printing per lesson page | {med(renders):.2f} s | "
           f"{', '.join(f'{lesson} {s:.2f} ({n} pages)' for lesson, s, n in per_page)} |")
+    print(f"| PDF printing, the fixture page with about 1,000 lines of listings | {med([s for _, s, _ in long_page]):.2f} s | "
+          f"{', '.join(f'{s:.2f} ({n} pages)' for _, s, n in long_page)} |")
     print(f"\nfull build / plain mkdocs: {med(full) / med(plain):.2f}; "
           f"no-change build / plain mkdocs: {med(warm) / med(plain):.2f}")
     print("sizes: " + ", ".join(f"{name} {size / 1024:.0f} KiB" for name, size in sizes.items()))
