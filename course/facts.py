@@ -22,7 +22,8 @@ from .records import Run
 
 WORDS_PER_MINUTE = 200
 PRICES_FILE = Path("docs/data/prices.yml")
-_CODE = re.compile(r"^(`{3,}|~{3,}).*?^\1\s*$", re.MULTILINE | re.DOTALL)
+# fences may be indented (a listing inside an admonition)
+_CODE = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?^[ \t]*\1\s*$", re.MULTILINE | re.DOTALL)
 _PRE = re.compile(r"<pre\b.*?</pre>", re.DOTALL | re.IGNORECASE)
 _HIDDEN = re.compile(r"<(script|style)\b.*?</\1>", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"<[^>]+>")

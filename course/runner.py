@@ -302,7 +302,8 @@ def _execute(ctx: Context, plan: Plan, redact: Redactor) -> None:
                 _stop_service(ctx, step, redact)
         except ConnectionLost as exc:
             raise _fail(ctx, step.id, str(exc), exc.output, redact) from None
-        rec.seconds = round(time.monotonic() - t0, 3)
+        finally:  # a failed step keeps how long it ran too
+            rec.seconds = round(time.monotonic() - t0, 3)
         rec.status = "ok"
         ctx.writer.save()
 

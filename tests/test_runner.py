@@ -102,6 +102,7 @@ def test_nonzero_exit_stops_the_run_loudly(project: Path, course: CourseRun, tmp
     record = Store(project / "build").get(LAB, run_id).record
     assert record.status == "failed" and record.failure and record.failure.step == "broken"
     assert record.step("query").status == "ok" and record.step("broken").exit_code == 3
+    assert record.step("broken").seconds is not None and record.step("broken").seconds > 0
     assert Store(project / "build").newest_good(LAB) is None
 
 

@@ -100,9 +100,10 @@ def main() -> None:
     print(f"\nreserved a StaticCache of {here['tokens']:,} tokens: {reserved:,} B ({human(reserved)})")
     print(f"allocated now (weights and cache): {allocated:,} B ({human(allocated)})")
     print(f"with the working space and what lies outside PyTorch: {planned:,} B,"
-          f" {planned / total:.1%} of the GPU (the plan: {UTILISATION:.0%})")
+          f" {planned / total:.2%} of the GPU (the plan: {UTILISATION:.0%})")
     check(reserved == here["tokens"] * per_token, "the reserved cache differs from the sum on paper")
-    check(planned <= total * UTILISATION + 2**20, "the cache and the model do not fit in their share of the GPU")
+    # the allocator rounds and keeps small buffers of its own: allow 0.1 % of the GPU over the plan
+    check(planned <= total * (UTILISATION + 0.001), "the cache and the model do not fit in their share of the GPU")
 
     print(f"\na 24 GB card ({CARD_24GB:,} B), on paper, same working space:")
     print(f"  room {card['room']:,} B ({human(card['room'])}) -> {card['tokens']:,} tokens"
