@@ -76,6 +76,11 @@ def cli(ctx: click.Context, root: Path | None) -> None:
               help="First install the lab's requirements on the host (uv or pip), and record how long it took.")
 @click.option("--resume", is_flag=True,
               help="Continue the newest run, which did not finish, from its first unfinished step.")
+@click.option("--engine", "engine", multiple=True, metavar="SPEC",
+              help="Run with this engine release instead of the installed one (pip spec, repeatable), "
+                   "e.g. --engine transformers==5.24.0.")
+@click.option("--wheels", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="With --engine: install from this folder of wheels, offline.")
 @click.option("--all", "all_lessons", is_flag=True, help="Every lesson under lab/, one after another.")
 @click.option("--via", type=click.Choice(["skypilot"]), help="With --all: each lesson as a SkyPilot managed job.")
 @click.option("--bucket", metavar="URL", help="With --via skypilot: where the jobs leave their records (s3://, gs://).")
@@ -83,7 +88,8 @@ def cli(ctx: click.Context, root: Path | None) -> None:
 @reports_errors
 def run(root: Path, lesson: str | None, only: str | None, from_step: str | None, force: bool, dry_run: bool,
         quiet: bool, on: str | None, accept_new_host_key: bool, ssh_config: Path | None, env: tuple[str, ...],
-        setup: bool, resume: bool, all_lessons: bool, via: str | None, bucket: str | None) -> None:
+        setup: bool, resume: bool, engine: tuple[str, ...], wheels: Path | None, all_lessons: bool,
+        via: str | None, bucket: str | None) -> None:
     """Run LESSON's lab (lab/LESSON/lab.yml) and record it in build/LESSON/<run-id>/."""
     from .plan import Plan
     from .records import Run
@@ -98,7 +104,8 @@ def run(root: Path, lesson: str | None, only: str | None, from_step: str | None,
         raise click.UsageError("--via goes with --all")
     options = Options(force, only, from_step, dry_run, quiet, on=on,
                       ssh=SshSettings(accept_new_host_key=accept_new_host_key, config=ssh_config),
-                      env=parse_env(env), setup=setup, resume=resume)
+                      env=parse_env(env), setup=setup, resume=resume, engine=list(engine),
+                      wheels=wheels.resolve() if wheels else None)
     try:
         if all_lessons:
             from .fleet import run_all

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from .capture import capture_values
 from .display import Display
+from .engines import first_on_path, overlay
 from .errors import RunError, StepFailed
 from .host import gpu_slug
 from .lab import LoadedLab, RunStep, StartStep, StopStep, load_lab, step_command, step_kind
@@ -80,6 +81,10 @@ class Options:
     """Install the lab's requirements on the host first, and record how long it took."""
     resume: bool = False
     """Continue the newest run, which did not finish, from its first unfinished step."""
+    engine: list[str] = field(default_factory=list)
+    """Engine releases to run with instead of the installed ones (pip specs, e.g. transformers==5.24.0)."""
+    wheels: Path | None = None
+    """Where to install `engine` from, offline (a folder of wheels); default: the package index."""
 
 
 @dataclass
@@ -109,7 +114,12 @@ def run_lesson(root: Path, lesson: str, options: Options, console: Console) -> R
     if resumed is not None and on is None:
         on = resumed.record.options.get("on")  # the host the resumed run ran on
     target = make_target(on, options.ssh)
-    with target.connect() as host:
+    folder = None
+    if options.engine:
+        if on not in (None, "local"):
+            raise RunError("--engine works for runs on this machine only (not with --on)")
+        folder = overlay(root, loaded.lab.python, options.engine, options.wheels)
+    with first_on_path(folder), target.connect() as host:
         return _run_on(host, root, loaded, store, resumed, options, console)
 
 
@@ -169,7 +179,8 @@ def _run_on(host: Host, root: Path, loaded: LoadedLab, store: Store, resumed: Ru
             lesson=lesson, title=lab.title, run_id=run_id, status="running", started=now_iso(),
             lab_file=f"lab/{lesson}/lab.yml", host=host_block, engine=engine,
             options={"force": options.force, "only": options.only, "from": options.from_step,
-                     "on": host.label, "resume": resumed.run_id if resumed else None},
+                     "on": host.label, "resume": resumed.run_id if resumed else None,
+                     "engine": list(options.engine)},
         )
         writer = RunWriter(store, record)
         t0 = time.monotonic()
