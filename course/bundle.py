@@ -264,14 +264,16 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
             "Steps without the mark run on any machine, with nothing to install."),
             "",
         ]
-    if versions:
+    requirements = _lab_requirements(lab.folder)
+    if versions or requirements:
         lines += [
-            ("For the steps that use them, install the engine packages at the versions we recorded, "
-            "in a virtual environment:"),
+            ("For the steps that use them, install the lab's requirements and the engine packages at "
+            "the versions we recorded, in a virtual environment:"),
             "",
             "```bash",
             "python3 -m venv .venv && . .venv/bin/activate",
-            "pip install " + " ".join(versions),
+            *([f"pip install {requirements}"] if requirements else []),
+            *(["pip install " + " ".join(versions)] if versions else []),
             "```",
             "",
         ]
@@ -383,3 +385,17 @@ def _duration(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min {rest:02d} s"
     return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def _lab_requirements(folder: Path) -> str | None:
+    """How to install what the lab's pyproject.toml names: its `all` extra when it has one."""
+    path = folder / "pyproject.toml"
+    if not path.is_file():
+        return None
+    import tomllib
+
+    project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+    extras = project.get("optional-dependencies", {})
+    if "all" in extras:
+        return "'.[all]'"
+    return "." if project.get("dependencies") or extras else None

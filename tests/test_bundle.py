@@ -137,3 +137,16 @@ def test_zip_is_stable_and_falls_back_to_source_date_epoch(tmp_path: Path, monke
         assert archive.getinfo("top/a/run.sh").external_attr >> 16 == stat.S_IFREG | 0o755
     with pytest.raises(Exception, match="not a relative path"):
         write_zip(tmp_path / "bad.zip", "top", [Entry("../escape", b"")], date)
+
+
+def test_start_here_names_the_labs_own_requirements(tmp_path: Path) -> None:
+    from course.bundle import _lab_requirements
+
+    assert _lab_requirements(tmp_path) is None  # no pyproject.toml: nothing to install
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["rich"]\n')
+    assert _lab_requirements(tmp_path) == "."
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n[project.optional-dependencies]\nall = ["torch"]\ngpu = ["torch"]\n')
+    assert _lab_requirements(tmp_path) == "'.[all]'"
+    repo_lab = Path(__file__).resolve().parents[1] / "lab" / "kv-cache"
+    assert _lab_requirements(repo_lab) == "'.[all]'"
