@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
 from .errors import PageError
+from .records import sha256_file
 
 # Bump when the way a PDF is made changes, so cached PDFs are not reused.
 FORMAT = "pdf-2"
@@ -114,7 +115,7 @@ class Page:
                      _template("print.css"), self.article):
             digest.update(part.encode("utf-8") + b"\0")
         for path in self.images:
-            digest.update(path.name.encode() + b"\0" + _file_digest(path))
+            digest.update(path.name.encode() + b"\0" + sha256_file(path).encode())
         return digest.hexdigest()
 
 
@@ -516,10 +517,3 @@ def _weasyprint_version() -> str:
 def _template(name: str) -> str:
     return resources.files("course").joinpath("templates", name).read_text(encoding="utf-8")
 
-
-def _file_digest(path: Path) -> bytes:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.digest()
