@@ -71,16 +71,22 @@ def main() -> None:
     """Print the figures for bench/README.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--page", default="part-2/kv-cache/",
+                        help="the repository's lesson page to weigh (default: part-2/kv-cache/); "
+                             "'fixture' weighs the fixture lesson instead")
     args = parser.parse_args()
     repo_times = time_builds(REPO, args.repeat)
     with tempfile.TemporaryDirectory() as tmp:
         project = make_project(Path(tmp) / "project")
         fixture_times = time_builds(project, args.repeat)
-        site = build_site(project, project / "site").site_dir
-        own, other = page_weight(site, "part-1/tiny/")
+        if args.page == "fixture":
+            site, page = build_site(project, project / "site").site_dir, "part-1/tiny/"
+        else:
+            site, page = build_site(REPO, Path(tmp) / "repo-site").site_dir, args.page
+        own, other = page_weight(site, page)
     print(f"repository site build: median {statistics.median(repo_times):.2f} s of {repo_times}")
     print(f"fixture site build:    median {statistics.median(fixture_times):.2f} s of {fixture_times}")
-    print("lesson page part-1/tiny/ (HTML + CSS + JS):")
+    print(f"lesson page {page} (HTML + CSS + JS):")
     for kind, path, raw, packed in own:
         print(f"  {kind:10} {path:60} {raw:>9,} B  gzip {packed:>8,} B")
     print(f"  {'total':10} {'':60} {sum(r for *_, r, _ in own):>9,} B  gzip {sum(g for *_, g in own):>8,} B")

@@ -248,7 +248,3 @@ def _remember(kept: Path, key: str, target: Path) -> None:
     kept.with_name(kept.name + ".key").write_text(key + "\n", encoding="utf-8")
     shutil.copyfile(kept, target)
 
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file (for benchmarks and tests comparing builds)."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
