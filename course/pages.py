@@ -381,7 +381,7 @@ class PageContext:
                 cells.append(f'<span class="course-value" data-source="{source}">{html.escape(str(text))}{unit}</span>')
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         header = "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
-        return (f'<div class="course-history md-typeset__scrollwrap"><div class="md-typeset__table"><table>'
+        return (f'<div class="course-history md-typeset__scrollwrap" tabindex="0" role="region" aria-label="Run history"><div class="md-typeset__table"><table>'
                 f"<thead>{header}</thead><tbody>{''.join(rows)}</tbody></table></div></div>")
 
     # -- the page as a whole ----------------------------------------------------------------
