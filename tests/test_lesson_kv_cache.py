@@ -57,7 +57,7 @@ def test_the_lesson_page_is_built_from_the_newest_good_run(site: tuple[Path, str
     assert newest is not None
     sources = set(re.findall(r'data-source="([^"]+)"', html))
     from_newest = {s for s in sources if s.startswith(newest.run_id + "/")}
-    assert len(from_newest) > 60  # every number of the prose, checks and FAQ comes from the newest run
+    assert len(from_newest) > 40  # every number of the prose, checks and FAQ comes from the newest run
     older = {s.split("/")[0] for s in sources if "/" in s and not s.startswith(("lab/", newest.run_id))}
     assert older == {r.run_id for r in Store(REPO / "build").runs("kv-cache")} - {newest.run_id}  # run history
     assert "course-error" not in html
