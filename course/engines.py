@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import environ
 from .errors import RunError
 
 COMPLETE = ".complete"
@@ -54,11 +55,5 @@ def first_on_path(folder: Path | None) -> Iterator[None]:
         yield
         return
     before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(folder) + (os.pathsep + before if before else "")
-    try:
+    with environ.variable("PYTHONPATH", str(folder) + (os.pathsep + before if before else "")):
         yield
-    finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before

@@ -10,7 +10,7 @@ import difflib
 import glob
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -153,11 +153,7 @@ def _step_kind(raw: Any) -> str | None:
 
 
 Step = Annotated[
-    Union[
-        Annotated[RunStep, Tag("run")],
-        Annotated[StartStep, Tag("start")],
-        Annotated[StopStep, Tag("stop")],
-    ],
+    Annotated[RunStep, Tag("run")] | Annotated[StartStep, Tag("start")] | Annotated[StopStep, Tag("stop")],
     Discriminator(
         _step_kind,
         custom_error_type="step_kind",
@@ -367,8 +363,7 @@ def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
     field = ".".join(str(p) for p in rest)
     line = _line_of(node, tuple(err["loc"][:1]) + tuple(loc[1:]) if loc else ())
     message = err["msg"]
-    if message.startswith("Value error, "):
-        message = message[len("Value error, "):]
+    message = message.removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         key = str(rest[-1])
         parent = _parent_kind(rest, in_step=bool(where))

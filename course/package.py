@@ -10,7 +10,6 @@ wipes): when the key matches, the kept file is copied instead of being made agai
 
 from __future__ import annotations
 
-import hashlib
 import html
 import os
 import shutil

@@ -24,7 +24,6 @@ import posixpath
 import re
 import string
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
+from . import environ
 from .errors import PageError
 from .records import sha256_file
 
@@ -450,18 +450,9 @@ class LocalFetcher:
         return URLFetcherResponse(url, body=path.read_bytes())
 
 
-@contextlib.contextmanager
-def source_date_epoch(epoch: int) -> Iterator[None]:
+def source_date_epoch(epoch: int) -> contextlib.AbstractContextManager[None]:
     """Set SOURCE_DATE_EPOCH while printing (fontTools stamps font subsets with it)."""
-    before = os.environ.get("SOURCE_DATE_EPOCH")
-    os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("SOURCE_DATE_EPOCH", None)
-        else:
-            os.environ["SOURCE_DATE_EPOCH"] = before
+    return environ.variable("SOURCE_DATE_EPOCH", str(epoch))
 
 
 def render(document: PrintDocument, target: Path, site_dir: Path, epoch: int,

@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -157,7 +157,7 @@ class Run:
 
 def now_iso() -> str:
     """The current UTC time, to the second, ISO 8601."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def sha256_file(path: Path) -> str:
@@ -234,7 +234,7 @@ class Store:
 
     def new_run_id(self, lesson: str, started: datetime, slug: str) -> str:
         """A run id that sorts by time and names the GPU, e.g. `2026-11-29T101233Z-h200`."""
-        base = started.astimezone(timezone.utc).strftime("%Y-%m-%dT%H%M%SZ") + f"-{slug}"
+        base = started.astimezone(UTC).strftime("%Y-%m-%dT%H%M%SZ") + f"-{slug}"
         folder = self.lesson_dir(lesson)
         candidate, n = base, 1
         while (folder / candidate).exists() or (folder / f"{TMP_PREFIX}{candidate}").exists():

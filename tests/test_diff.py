@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import COURSE, FIXTURES
+
 from course.records import Store, dump_json
 
 LESSON = "tiny-cache"

@@ -6,6 +6,7 @@ import zipfile
 from pathlib import Path
 
 from conftest import CourseRun
+
 from course.records import Store
 
 LAB = "echo-server"

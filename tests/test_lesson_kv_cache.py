@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import COURSE
 from test_browser import CHROMIUM, free_port, serving
 
-from conftest import COURSE
 from course.records import Store
 from course.site import build_site
 

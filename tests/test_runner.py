@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import COURSE, CourseRun, free_port
 
 from course.process import group_members
 from course.records import Store
-from conftest import COURSE, CourseRun, free_port
 
 LAB = "echo-server"
 
