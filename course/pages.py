@@ -355,13 +355,19 @@ class PageContext:
         )
 
     @macro
-    def run_history(self, headline: list[str] | None = None) -> str:
-        """Every recorded run of the lesson: date, GPU, engine versions and headline values side by side."""
+    def run_history(self, headline: list[str] | dict[str, str] | None = None) -> str:
+        """Every recorded run of the lesson: date, GPU, engine versions and headline values side by side.
+
+        `headline` lists values (`step.name`), or maps a column label to each.
+        """
         runs = Store(self.root / "build").runs(self.lesson)
-        names = list(headline or [])
+        labelled = headline if isinstance(headline, dict) else {f"<code>{html.escape(n)}</code>": n
+                                                                for n in headline or []}
+        names = list(labelled.values())
         for name in names:  # an unknown headline value is the author's typo: say so
             self.lookup(name)
-        head = ["run", "date", "status", "GPU", "engine"] + [f"<code>{html.escape(n)}</code>" for n in names]
+        head = ["run", "date", "status", "GPU", "engine"] + [
+            label if not isinstance(headline, dict) else html.escape(label) for label in labelled]
         rows = []
         for run in reversed(runs):
             cells = [f"<code>{html.escape(run.run_id)}</code>" + (" (this page)" if run.run_id == self.run.run_id else ""),

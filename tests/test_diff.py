@@ -118,6 +118,8 @@ def test_run_history_lists_every_run_with_headline_values(release: Path) -> None
     assert f'data-source="{NEW}/decode.tps_long">150 tok/s' in rows[0]
     assert f'data-source="{OLD}/decode.tps_long">201.7 tok/s' in rows[2]
     assert "failed" in rows[1]
+    labelled = ctx.run_history({"short <b>": "decode.tps_short"})
+    assert "<th>short &lt;b&gt;</th>" in labelled and f'data-source="{NEW}/decode.tps_short"' in labelled
     ctx.run_history(["decode.nope"])
     assert any("captured no value 'nope'" in p.message for p in ctx.problems)
     assert Store(release / "build").newest_good(LESSON).run_id == NEW  # type: ignore[union-attr]
