@@ -35,7 +35,8 @@ def make_lab(root: Path, steps: int, work: float) -> list[str]:
     lab.mkdir(parents=True)
     (lab / "step.py").write_text(STEP)
     commands = [f"{sys.executable} step.py {i} {work}" for i in range(steps)]
-    lines = ["lesson: bench", "title: Runner overhead", "steps:"]
+    # the lab names the interpreter its commands use, as a real lab does (`python:`)
+    lines = ["lesson: bench", "title: Runner overhead", f"python: {sys.executable}", "steps:"]
     for i, cmd in enumerate(commands):
         lines += [f"  - id: s{i}", f"    run: {cmd}", "    capture:",
                   "      squares: {regex: 'step \\d+: ([\\d,]+) squares', type: int}"]
