@@ -22,7 +22,32 @@ from pathlib import Path
 COLUMNS, ROWS = 100, 50
 
 
-class Proc:
+class OutputLog:
+    """What a running process wrote so far, appended by a reader thread, and since when it runs."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self._chunks: list[str] = []
+        self._lock = threading.Lock()
+
+    def append(self, text: str) -> None:
+        """Add a chunk of output (from the reader thread)."""
+        with self._lock:
+            self._chunks.append(text)
+
+    @property
+    def output(self) -> str:
+        """Everything written so far."""
+        with self._lock:
+            return "".join(self._chunks)
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the start."""
+        return time.monotonic() - self.started
+
+
+class Proc(OutputLog):
     """A running shell command: its output so far, its exit status, and its process group."""
 
     def __init__(
@@ -38,7 +63,7 @@ class Proc:
         attrs[1] &= ~termios.ONLCR  # keep "\n" as written; the terminal would not show "\r"
         attrs[3] &= ~termios.ECHO
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        self.started = time.monotonic()
+        super().__init__()
         try:
             self.popen = subprocess.Popen(
                 ["/bin/bash", "-c", command],
@@ -58,8 +83,6 @@ class Proc:
         except (AttributeError, OSError):
             self._pidfd = None
         self._master = master
-        self._chunks: list[str] = []
-        self._lock = threading.Lock()
         self._on_output = on_output
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -79,25 +102,12 @@ class Proc:
                 break
             text = decoder.decode(data)
             if text:
-                with self._lock:
-                    self._chunks.append(text)
+                self.append(text)
                 if self._on_output is not None:
                     self._on_output(text)
         rest = decoder.decode(b"", final=True)
         if rest:
-            with self._lock:
-                self._chunks.append(rest)
-
-    @property
-    def output(self) -> str:
-        """Everything written so far."""
-        with self._lock:
-            return "".join(self._chunks)
-
-    @property
-    def seconds(self) -> float:
-        """Seconds since the start."""
-        return time.monotonic() - self.started
+            self.append(rest)
 
     def poll(self) -> int | None:
         """The exit status, or None while running."""

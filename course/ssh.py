@@ -33,6 +33,7 @@ from . import process as process_module
 from . import remote_supervisor
 from .errors import RunError
 from .lab import IGNORED_PARTS
+from .process import OutputLog
 from .targets import ConnectionLost, OnOutput, Process, SshSettings, Workspace
 
 HELPERS = ".course"
@@ -313,17 +314,15 @@ class SshWorkspace:
             raise RunError(f"{self.host.label}: could not send {', '.join(paths)}: {_last_line(done.stderr)}")
 
 
-class RemoteProc:
+class RemoteProc(OutputLog):
     """A step running under the supervisor on the host, seen through its frames."""
 
     def __init__(self, argv: list[str], spec: dict[str, Any], on_output: OnOutput | None, label: str) -> None:
+        super().__init__()
         self.label = label
-        self.started = time.monotonic()
         self.popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, start_new_session=True)
         self._on_output = on_output
-        self._chunks: list[str] = []
-        self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._code: int | None = None
         self._changed = threading.Event()
@@ -359,8 +358,7 @@ class RemoteProc:
                     break
                 if kind == b"o":
                     text = payload.decode("utf-8", errors="replace")
-                    with self._lock:
-                        self._chunks.append(text)
+                    self.append(text)
                     if self._on_output is not None:
                         self._on_output(text)
                 elif kind == b"x":
@@ -378,17 +376,6 @@ class RemoteProc:
         interval = max(self._heartbeat / 3, 0.5) if self._heartbeat else 0
         while interval and not self._closed.wait(interval):
             self._send("ping\n")
-
-    @property
-    def output(self) -> str:
-        """Everything the step wrote so far."""
-        with self._lock:
-            return "".join(self._chunks)
-
-    @property
-    def seconds(self) -> float:
-        """Seconds since the start."""
-        return time.monotonic() - self.started
 
     def poll(self) -> int | None:
         """The exit status, None while running; ConnectionLost when the host went away first."""
