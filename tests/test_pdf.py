@@ -15,6 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from test_pages import make_project as make_fixture_project
 
 from course.errors import PageError
 from course.package import package_lessons
@@ -25,7 +26,6 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "site"
 LESSON = "tiny-cache"
 PAGE = "part-1/tiny"
-_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 LONG_LINE = "lab $ " + " ".join(f"word{i:03d}" for i in range(60)) + " END-OF-THE-LONG-LINE"
 LONG_PAGE = f"""
 
@@ -41,15 +41,8 @@ if shutil.which("pdftotext") is None:  # tests/run.sh installs poppler-utils
 
 
 def make_project(dst: Path) -> Path:
-    """The repository's site machinery with the fixture lesson only, and a page with a long line."""
-    dst.mkdir(parents=True)
-    shutil.copy(REPO / "mkdocs.yml", dst / "mkdocs.yml")
-    for name in ("macros", "overrides", "docs"):
-        shutil.copytree(REPO / name, dst / name, ignore=_IGNORE, dirs_exist_ok=True)
-    for page in (dst / "docs").rglob("*.md"):
-        if "lesson:" in page.read_text(encoding="utf-8").split("\n---", 1)[0]:
-            page.unlink()
-    shutil.copytree(FIXTURE, dst, ignore=_IGNORE, dirs_exist_ok=True)
+    """The pages' fixture project, with a page holding a long line."""
+    make_fixture_project(dst)
     tiny = dst / "docs" / f"{PAGE}.md"
     tiny.write_text(tiny.read_text(encoding="utf-8") + LONG_PAGE, encoding="utf-8")
     return dst
