@@ -36,7 +36,9 @@ BIN = Path(sys.executable).parent
 
 def checkout(dst: Path) -> None:
     """The files of HEAD, as a fresh clone has them."""
-    data = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], capture_output=True, check=True).stdout
+    data = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "HEAD"], capture_output=True, check=True
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(dst, filter="data")
 
@@ -50,8 +52,8 @@ def with_fixture(root: Path) -> None:
 
 
 def has_lessons(root: Path) -> bool:
-    from course.lessons import lesson_pages
-    from course.records import Store
+    from course.pages.lessons import lesson_pages
+    from course.record.store import Store
 
     pages = lesson_pages(root / "docs")
     store = Store(root / "build")
@@ -61,13 +63,15 @@ def has_lessons(root: Path) -> bool:
 def timed(command: list[str], cwd: Path) -> float:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     started = time.perf_counter()
-    subprocess.run(command, cwd=cwd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    subprocess.run(
+        command, cwd=cwd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     return time.perf_counter() - started
 
 
 def pdf_seconds(root: Path) -> list[tuple[str, float, int | None]]:
     """Print every lesson page's PDF again with an empty cache: (lesson, seconds, pages)."""
-    from course.package import package_lessons
+    from course.package.lessons import package_lessons
 
     with tempfile.TemporaryDirectory() as cache:
         done = package_lessons(root, root / "site", cache_dir=Path(cache))
@@ -75,21 +79,31 @@ def pdf_seconds(root: Path) -> list[tuple[str, float, int | None]]:
 
 
 def with_long_listings(root: Path) -> None:
-    """Append the KV-cache lab's Python files to the fixture page as listings, with prose between."""
+    """Append the KV-cache lab's Python files to the fixture page as listings, with prose
+    between.
+    """
     page = root / "docs" / "part-1" / "tiny.md"
     extra = []
     for source in sorted((REPO / "lab" / "kv-cache").glob("*.py")):
         fence = "`" * 4
-        extra.append(f"\n## {source.name}\n\n{{% raw %}}\n{fence}python title=\"{source.name}\"\n"
-                     f"{source.read_text(encoding='utf-8')}\n{fence}\n{{% endraw %}}\n")
+        extra.append(
+            f'\n## {source.name}\n\n{{% raw %}}\n{fence}python title="{source.name}"\n'
+            f"{source.read_text(encoding='utf-8')}\n{fence}\n{{% endraw %}}\n"
+        )
         extra.append("\n" + "The listing above is read line by line in the text. " * 20 + "\n")
     page.write_text(page.read_text(encoding="utf-8") + "".join(extra), encoding="utf-8")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=3, help="times each build is timed (median shown)")
-    parser.add_argument("--fixture", action="store_true", help="build the fixture lesson even if the repo has lessons")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="times each build is timed (median shown)"
+    )
+    parser.add_argument(
+        "--fixture",
+        action="store_true",
+        help="build the fixture lesson even if the repo has lessons",
+    )
     args = parser.parse_args()
 
     course, mkdocs = [str(BIN / "course")], [str(BIN / "mkdocs")]
@@ -123,19 +137,37 @@ def main() -> None:
         long_page = pdf_seconds(root) + pdf_seconds(root)
 
     renders = [s for _, s, _ in per_page]
-    print(f"course build of {label}, {args.repeat} clean checkouts of HEAD, {os.cpu_count()} CPU cores\n")
+    print(
+        f"course build of {label}, {args.repeat} clean checkouts of HEAD, {os.cpu_count()} CPU "
+        "cores\n"
+    )
     print("| measure | median | runs |")
     print("| --- | --- | --- |")
-    print(f"| full `course build` (HTML, PDFs, zips), clean checkout | {med(full):.2f} s | "
-          f"{', '.join(f'{v:.2f}' for v in full)} |")
-    print(f"| `course build` again, nothing changed | {med(warm):.2f} s | {', '.join(f'{v:.2f}' for v in warm)} |")
-    print(f"| plain `mkdocs build` of the same pages | {med(plain):.2f} s | {', '.join(f'{v:.2f}' for v in plain)} |")
-    print(f"| PDF printing per lesson page | {med(renders):.2f} s | "
-          f"{', '.join(f'{lesson} {s:.2f} ({n} pages)' for lesson, s, n in per_page)} |")
-    print(f"| PDF printing, the fixture page with about 1,000 lines of listings | {med([s for _, s, _ in long_page]):.2f} s | "
-          f"{', '.join(f'{s:.2f} ({n} pages)' for _, s, n in long_page)} |")
-    print(f"\nfull build / plain mkdocs: {med(full) / med(plain):.2f}; "
-          f"no-change build / plain mkdocs: {med(warm) / med(plain):.2f}")
+    print(
+        f"| full `course build` (HTML, PDFs, zips), clean checkout | {med(full):.2f} s | "
+        f"{', '.join(f'{v:.2f}' for v in full)} |"
+    )
+    print(
+        f"| `course build` again, nothing changed | {med(warm):.2f} s | "
+        f"{', '.join(f'{v:.2f}' for v in warm)} |"
+    )
+    print(
+        f"| plain `mkdocs build` of the same pages | {med(plain):.2f} s | "
+        f"{', '.join(f'{v:.2f}' for v in plain)} |"
+    )
+    print(
+        f"| PDF printing per lesson page | {med(renders):.2f} s | "
+        f"{', '.join(f'{lesson} {s:.2f} ({n} pages)' for lesson, s, n in per_page)} |"
+    )
+    print(
+        f"| PDF printing, the fixture page with about 1,000 lines of listings | "
+        f"{med([s for _, s, _ in long_page]):.2f} s | "
+        f"{', '.join(f'{s:.2f} ({n} pages)' for _, s, n in long_page)} |"
+    )
+    print(
+        f"\nfull build / plain mkdocs: {med(full) / med(plain):.2f}; "
+        f"no-change build / plain mkdocs: {med(warm) / med(plain):.2f}"
+    )
     print("sizes: " + ", ".join(f"{name} {size / 1024:.0f} KiB" for name, size in sizes.items()))
 
 

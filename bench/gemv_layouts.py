@@ -47,25 +47,33 @@ def split(s):
     def f(x, w):
         n, k = w.shape
         return torch.bmm(x.reshape(s, 1, k // s), w.view(n, s, k // s).permute(1, 2, 0)).sum(0)
+
     return f
 
 
 def main() -> None:
     dev = torch.device("cuda")
     print(torch.cuda.get_device_name(dev), torch.__version__)
-    compiled_t = torch.compile(lambda x, w: x @ w.t(), mode="max-autotune-no-cudagraphs", dynamic=False)
-    compiled_n = torch.compile(lambda x, wt: x @ wt, mode="max-autotune-no-cudagraphs", dynamic=False)
+    compiled_t = torch.compile(
+        lambda x, w: x @ w.t(), mode="max-autotune-no-cudagraphs", dynamic=False
+    )
+    compiled_n = torch.compile(
+        lambda x, wt: x @ wt, mode="max-autotune-no-cudagraphs", dynamic=False
+    )
     for name, (n, k) in SHAPES.items():
         w = [torch.randn(n, k, dtype=torch.bfloat16, device=dev) for _ in range(COPIES)]
         wt = [t.t().contiguous() for t in w]
         x = torch.randn(1, k, dtype=torch.bfloat16, device=dev)
-        ref = (x.float() @ w[0].float().t())
+        ref = x.float() @ w[0].float().t()
         row = {}
         variants = {
             "x@w.T": (lambda x, w: x @ w.t(), w),
             "x@wt": (lambda x, wt: x @ wt, wt),
-            "split2": (split(2), w), "split4": (split(4), w), "split8": (split(8), w),
-            "compiled x@w.T": (compiled_t, w), "compiled x@wt": (compiled_n, wt),
+            "split2": (split(2), w),
+            "split4": (split(4), w),
+            "split8": (split(8), w),
+            "compiled x@w.T": (compiled_t, w),
+            "compiled x@wt": (compiled_n, wt),
         }
         for label, (fn, mats) in variants.items():
             try:

@@ -35,18 +35,23 @@ def free_port() -> int:
 def start_sshd(folder: Path, path: str) -> tuple[subprocess.Popen[bytes], int, Path]:
     """A loopback sshd for this benchmark; the process, its port and a client ssh_config."""
     for name in ("host_key", "client_key"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)], check=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)], check=True
+        )
     (folder / "home").mkdir()
     (folder / "tmp").mkdir()
     port = free_port()
     (folder / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host_key'}\n"
         f"AuthorizedKeysFile {folder / 'client_key.pub'}\nStrictModes no\nUsePAM no\nPidFile none\n"
-        f"PasswordAuthentication no\nSetEnv HOME={folder / 'home'} TMPDIR={folder / 'tmp'} PATH={path}\n"
+        f"PasswordAuthentication no\nSetEnv HOME={folder / 'home'} TMPDIR={folder / 'tmp'} "
+        f"PATH={path}\n"
     )
     Path("/run/sshd").mkdir(exist_ok=True)
-    sshd = subprocess.Popen([shutil.which("sshd") or "/usr/sbin/sshd", "-D", "-e", "-f",
-                             str(folder / "sshd_config")], stderr=subprocess.DEVNULL)
+    sshd = subprocess.Popen(
+        [shutil.which("sshd") or "/usr/sbin/sshd", "-D", "-e", "-f", str(folder / "sshd_config")],
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
@@ -56,8 +61,10 @@ def start_sshd(folder: Path, path: str) -> tuple[subprocess.Popen[bytes], int, P
     key = (folder / "host_key.pub").read_text().split()
     (folder / "known_hosts").write_text(f"[127.0.0.1]:{port} {key[0]} {key[1]}\n")
     config = folder / "ssh_config"
-    config.write_text(f"Host 127.0.0.1\n  IdentityFile {folder / 'client_key'}\n  IdentitiesOnly yes\n"
-                      f"  UserKnownHostsFile {folder / 'known_hosts'}\n")
+    config.write_text(
+        f"Host 127.0.0.1\n  IdentityFile {folder / 'client_key'}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {folder / 'known_hosts'}\n"
+    )
     return sshd, port, config
 
 
@@ -84,8 +91,20 @@ def main() -> None:
         user = os.environ.get("USER") or "root"
         course = [sys.executable, "-m", "course", "--root"]
         local = [*course, str(here), "run", "echo-server", "--force", "-q"]
-        remote = [*course, str(there), "run", "echo-server", "--force", "-q", "--on",
-                  f"ssh://{user}@127.0.0.1:{ssh_port}", "--ssh-config", str(config), "--env", f"PORT={port}"]
+        remote = [
+            *course,
+            str(there),
+            "run",
+            "echo-server",
+            "--force",
+            "-q",
+            "--on",
+            f"ssh://{user}@127.0.0.1:{ssh_port}",
+            "--ssh-config",
+            str(config),
+            "--env",
+            f"PORT={port}",
+        ]
         timed(local, env)  # warm the file cache
         timed(remote, env)
         here_s, there_s = [], []
@@ -93,7 +112,10 @@ def main() -> None:
             here_s.append(timed(local, env))
             there_s.append(timed(remote, env))
         h, t = statistics.median(here_s), statistics.median(there_s)
-        print(f"fixture lab echo-server (5 steps, 1 service), course run --force, median of {args.repeat}:")
+        print(
+            f"fixture lab echo-server (5 steps, 1 service), course run --force, median of "
+            f"{args.repeat}:"
+        )
         print(f"  here:             {h:7.3f} s")
         print(f"  over SSH (lo):    {t:7.3f} s")
         print(f"  ratio:            {t / h:7.3f}")

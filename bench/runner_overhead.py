@@ -38,8 +38,12 @@ def make_lab(root: Path, steps: int, work: float) -> list[str]:
     # the lab names the interpreter its commands use, as a real lab does (`python:`)
     lines = ["lesson: bench", "title: Runner overhead", f"python: {sys.executable}", "steps:"]
     for i, cmd in enumerate(commands):
-        lines += [f"  - id: s{i}", f"    run: {cmd}", "    capture:",
-                  "      squares: {regex: 'step \\d+: ([\\d,]+) squares', type: int}"]
+        lines += [
+            f"  - id: s{i}",
+            f"    run: {cmd}",
+            "    capture:",
+            "      squares: {regex: 'step \\d+: ([\\d,]+) squares', type: int}",
+        ]
     (lab / "lab.yml").write_text("\n".join(lines) + "\n")
     return commands
 

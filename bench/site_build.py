@@ -24,10 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from test_browser import free_port, serving
-from test_pages import make_project
+from support import free_port, make_project, serving  # noqa: E402 - tests/ is on the path now
 
-from course.site import build_site
+from course.site import build_site  # noqa: E402
 
 PAGE_TYPES = {"document", "stylesheet", "script"}
 
@@ -43,14 +42,18 @@ def time_builds(root: Path, repeat: int) -> list[float]:
     return seconds
 
 
-def page_weight(site: Path, url: str) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int]]]:
+def page_weight(
+    site: Path, url: str
+) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int]]]:
     """(page requests: type, path, bytes, gzip bytes), (other requests: type, path, bytes)."""
     from playwright.sync_api import sync_playwright
 
     port = free_port()
     with serving(site, port) as base, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium",
-                                    args=["--no-sandbox", "--disable-background-networking"])
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            args=["--no-sandbox", "--disable-background-networking"],
+        )
         tab = browser.new_page()
         seen: list[tuple[str, str]] = []
         tab.on("requestfinished", lambda r: seen.append((r.resource_type, r.url)))
@@ -71,9 +74,12 @@ def main() -> None:
     """Print the figures for bench/README.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--page", default="part-2/kv-cache/",
-                        help="the repository's lesson page to weigh (default: part-2/kv-cache/); "
-                             "'fixture' weighs the fixture lesson instead")
+    parser.add_argument(
+        "--page",
+        default="part-2/kv-cache/",
+        help="the repository's lesson page to weigh (default: part-2/kv-cache/); "
+        "'fixture' weighs the fixture lesson instead",
+    )
     args = parser.parse_args()
     repo_times = time_builds(REPO, args.repeat)
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,11 +91,16 @@ def main() -> None:
             site, page = build_site(REPO, Path(tmp) / "repo-site").site_dir, args.page
         own, other = page_weight(site, page)
     print(f"repository site build: median {statistics.median(repo_times):.2f} s of {repo_times}")
-    print(f"fixture site build:    median {statistics.median(fixture_times):.2f} s of {fixture_times}")
+    print(
+        f"fixture site build:    median {statistics.median(fixture_times):.2f} s of {fixture_times}"
+    )
     print(f"lesson page {page} (HTML + CSS + JS):")
     for kind, path, raw, packed in own:
         print(f"  {kind:10} {path:60} {raw:>9,} B  gzip {packed:>8,} B")
-    print(f"  {'total':10} {'':60} {sum(r for *_, r, _ in own):>9,} B  gzip {sum(g for *_, g in own):>8,} B")
+    print(
+        f"  {'total':10} {'':60} {sum(r for *_, r, _ in own):>9,} B  gzip "
+        f"{sum(g for *_, g in own):>8,} B"
+    )
     print("other requests (not counted):")
     for kind, path, raw in other:
         print(f"  {kind:10} {path:60} {raw:>9,} B")

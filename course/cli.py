@@ -7,12 +7,15 @@ import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 
 from .errors import CourseError
+
+if TYPE_CHECKING:
+    from .run.target import Target
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,7 +51,9 @@ def reports_errors(func: F) -> F:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--root", type=click.Path(file_okay=False, path_type=Path), envvar="COURSE_ROOT",
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="COURSE_ROOT",
     help="The project folder (default: the nearest folder above holding lab/ or mkdocs.yml).",
 )
 @click.version_option(package_name="course")
@@ -60,41 +65,108 @@ def cli(ctx: click.Context, root: Path | None) -> None:
 
 @cli.command()
 @click.argument("lesson", required=False)
-@click.option("--only", "only", metavar="STEP", help="Run only this step; reuse or skip the others.")
+@click.option(
+    "--only", "only", metavar="STEP", help="Run only this step; reuse or skip the others."
+)
 @click.option("--from", "from_step", metavar="STEP", help="Run this step and every step after it.")
-@click.option("--force", is_flag=True, help="Run steps even when their recorded result could be reused.")
-@click.option("--dry-run", is_flag=True, help="Print what would run and what would be reused, and stop.")
+@click.option(
+    "--force", is_flag=True, help="Run steps even when their recorded result could be reused."
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print what would run and what would be reused, and stop."
+)
 @click.option("-q", "--quiet", is_flag=True, help="Do not stream the steps' output.")
-@click.option("--on", "on", metavar="TARGET", help="Where the steps run: local (default) or ssh://[user@]host[:port].")
-@click.option("--accept-new-host-key", is_flag=True,
-              help="With --on ssh://: trust a host key seen for the first time and add it to known_hosts.")
-@click.option("--ssh-config", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              envvar="COURSE_SSH_CONFIG", help="An ssh_config file to use instead of ~/.ssh/config.")
-@click.option("--env", "env", multiple=True, metavar="NAME[=VALUE]",
-              help="Give every step this variable (without VALUE: its value here); repeatable.")
-@click.option("--setup", is_flag=True,
-              help="First install the lab's requirements on the host (uv or pip), and record how long it took.")
-@click.option("--resume", is_flag=True,
-              help="Continue the newest run, which did not finish, from its first unfinished step.")
-@click.option("--engine", "engine", multiple=True, metavar="SPEC",
-              help="Run with this engine release instead of the installed one (pip spec, repeatable), "
-                   "e.g. --engine transformers==5.24.0.")
-@click.option("--wheels", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              help="With --engine: install from this folder of wheels, offline.")
-@click.option("--all", "all_lessons", is_flag=True, help="Every lesson under lab/, one after another.")
-@click.option("--via", type=click.Choice(["skypilot"]), help="With --all: each lesson as a SkyPilot managed job.")
-@click.option("--bucket", metavar="URL", help="With --via skypilot: where the jobs leave their records (s3://, gs://).")
+@click.option(
+    "--on",
+    "on",
+    metavar="TARGET",
+    help="Where the steps run: local (default) or ssh://[user@]host[:port].",
+)
+@click.option(
+    "--accept-new-host-key",
+    is_flag=True,
+    help="With --on ssh://: trust a host key seen for the first time and add it to known_hosts.",
+)
+@click.option(
+    "--ssh-config",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="COURSE_SSH_CONFIG",
+    help="An ssh_config file to use instead of ~/.ssh/config.",
+)
+@click.option(
+    "--env",
+    "env",
+    multiple=True,
+    metavar="NAME[=VALUE]",
+    help="Give every step this variable (without VALUE: its value here); repeatable.",
+)
+@click.option(
+    "--setup",
+    is_flag=True,
+    help="First install the lab's requirements on the host (uv or pip), and record how long it "
+    "took.",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue the newest run, which did not finish, from its first unfinished step.",
+)
+@click.option(
+    "--engine",
+    "engine",
+    multiple=True,
+    metavar="SPEC",
+    help="Run with this engine release instead of the installed one (pip spec, repeatable), "
+    "e.g. --engine transformers==5.24.0.",
+)
+@click.option(
+    "--wheels",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="With --engine: install from this folder of wheels, offline.",
+)
+@click.option(
+    "--all", "all_lessons", is_flag=True, help="Every lesson under lab/, one after another."
+)
+@click.option(
+    "--via",
+    type=click.Choice(["skypilot"]),
+    help="With --all: each lesson as a SkyPilot managed job.",
+)
+@click.option(
+    "--bucket",
+    metavar="URL",
+    help="With --via skypilot: where the jobs leave their records (s3://, gs://).",
+)
 @click.pass_obj
 @reports_errors
-def run(root: Path, lesson: str | None, only: str | None, from_step: str | None, force: bool, dry_run: bool,
-        quiet: bool, on: str | None, accept_new_host_key: bool, ssh_config: Path | None, env: tuple[str, ...],
-        setup: bool, resume: bool, engine: tuple[str, ...], wheels: Path | None, all_lessons: bool,
-        via: str | None, bucket: str | None) -> None:
+def run(
+    root: Path,
+    lesson: str | None,
+    only: str | None,
+    from_step: str | None,
+    force: bool,
+    dry_run: bool,
+    quiet: bool,
+    on: str | None,
+    accept_new_host_key: bool,
+    ssh_config: Path | None,
+    env: tuple[str, ...],
+    setup: bool,
+    resume: bool,
+    engine: tuple[str, ...],
+    wheels: Path | None,
+    all_lessons: bool,
+    via: str | None,
+    bucket: str | None,
+) -> None:
     """Run LESSON's lab (lab/LESSON/lab.yml) and record it in build/LESSON/<run-id>/."""
-    from .plan import Plan
-    from .records import Run
-    from .runner import Interrupted, Options, parse_env, plan_table, run_lesson
-    from .targets import SshSettings
+    from .record.models import Run
+    from .remote.settings import SshSettings
+    from .remote.targets import make_target
+    from .run.display import plan_table
+    from .run.options import Interrupted, Options, parse_env
+    from .run.plan import Plan
+    from .run.runner import run_lesson
 
     if only and from_step:
         raise click.UsageError("give --only or --from, not both")
@@ -102,18 +174,26 @@ def run(root: Path, lesson: str | None, only: str | None, from_step: str | None,
         raise click.UsageError("give a LESSON or --all")
     if via and not all_lessons:
         raise click.UsageError("--via goes with --all")
-    options = Options(force, only, from_step, dry_run, quiet, on=on,
-                      ssh=SshSettings(accept_new_host_key=accept_new_host_key, config=ssh_config),
-                      env=parse_env(env), setup=setup, resume=resume, engine=list(engine),
-                      wheels=wheels.resolve() if wheels else None)
+    options = Options(
+        force, only, from_step, dry_run, quiet, on=on, env=parse_env(env), setup=setup,
+        resume=resume, engine=list(engine), wheels=wheels.resolve() if wheels else None,
+    )  # fmt: skip
+    settings = SshSettings(accept_new_host_key=accept_new_host_key, config=ssh_config)
+
+    def targets(where: str | None) -> Target:
+        return make_target(where, settings)
+
     try:
         if all_lessons:
-            from .fleet import run_all
+            from .remote.fleet import run_all
 
-            sys.exit(run_all(root, options, stderr, via=via, bucket=bucket))
-        result = run_lesson(root, lesson or "", options, stderr)
+            sys.exit(run_all(root, options, stderr, targets, via=via, bucket=bucket))
+        result = run_lesson(root, lesson or "", options, stderr, targets)
     except Interrupted:
-        stderr.print("[bold red]interrupted:[/] every process of the run was ended; the partial run is kept, marked failed")
+        stderr.print(
+            "[bold red]interrupted:[/] every process of the run was ended; the partial run is "
+            "kept, marked failed"
+        )
         sys.exit(130)
     if isinstance(result, Plan):
         stdout.print(plan_table(result))
@@ -125,8 +205,10 @@ def run(root: Path, lesson: str | None, only: str | None, from_step: str | None,
             pass
         stdout.print(str(where), highlight=False)
         if result.record.status != "ok":
-            stderr.print(f"[yellow]run is {result.record.status}:[/] some steps were skipped; "
-                         "pages keep using the newest complete run")
+            stderr.print(
+                f"[yellow]run is {result.record.status}:[/] some steps were skipped; "
+                "pages keep using the newest complete run"
+            )
 
 
 def _not_yet(name: str, issue: str) -> None:
@@ -135,8 +217,12 @@ def _not_yet(name: str, issue: str) -> None:
 
 
 @cli.command()
-@click.option("--site-dir", "site_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where to write the site (default: site/ in the project folder).")
+@click.option(
+    "--site-dir",
+    "site_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to write the site (default: site/ in the project folder).",
+)
 @click.pass_obj
 @reports_errors
 def build(root: Path, site_dir: Path | None) -> None:
@@ -144,30 +230,48 @@ def build(root: Path, site_dir: Path | None) -> None:
     from .site import build_site
 
     result = build_site(root, site_dir)
-    stderr.print(f"built {result.site_dir} in {result.seconds:.1f} s "
-                 f"({len(result.pages)} lesson page{'s' if len(result.pages) != 1 else ''})")
+    stderr.print(
+        f"built {result.site_dir} in {result.seconds:.1f} s "
+        f"({len(result.pages)} lesson page{'s' if len(result.pages) != 1 else ''})"
+    )
 
 
 @cli.command()
 @click.argument("lesson")
 @click.argument("run_a", required=False)
 @click.argument("run_b", required=False)
-@click.option("--markdown", "as_markdown", is_flag=True, help="Print Markdown (for a pull request).")
+@click.option(
+    "--markdown", "as_markdown", is_flag=True, help="Print Markdown (for a pull request)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for a script).")
 @click.option("--all", "all_values", is_flag=True, help="List unchanged values too.")
 @click.pass_obj
 @reports_errors
-def diff(root: Path, lesson: str, run_a: str | None, run_b: str | None, as_markdown: bool, as_json: bool,
-         all_values: bool) -> None:
+def diff(
+    root: Path,
+    lesson: str,
+    run_a: str | None,
+    run_b: str | None,
+    as_markdown: bool,
+    as_json: bool,
+    all_values: bool,
+) -> None:
     """Compare two runs of LESSON (default: its two newest good runs): values moved, claims broken.
 
     Exits 1 when a claim of the lesson's pages fails on the newer run.
     """
-    from .diff import compare, pick_runs, render_console, render_markdown, to_json
-    from .records import Store
+    try:
+        from .diff import compare, pick_runs, render_console, render_markdown, to_json
+        from .pages.evaluate import evaluate_pages
+    except ImportError as exc:
+        raise CourseError(
+            f"course diff evaluates the lesson's pages and needs the site's packages ({exc.name} "
+            "is missing): pip install -e '.[site]'"
+        ) from None
+    from .record.store import Store
 
     old, new = pick_runs(Store(root / "build"), lesson, run_a, run_b)
-    report = compare(old, new, _pages_evaluator(root, lesson))
+    report = compare(old, new, lambda run: evaluate_pages(root, lesson, run))
     if as_json:
         click.echo(to_json(report))
     elif as_markdown:
@@ -175,15 +279,6 @@ def diff(root: Path, lesson: str, run_a: str | None, run_b: str | None, as_markd
     else:
         render_console(report, stdout, all_values)
     sys.exit(0 if report.all_hold else 1)
-
-
-def _pages_evaluator(root: Path, lesson: str) -> Any:
-    """The site's evaluation of a lesson's pages against one run, where the site machinery is installed."""
-    try:
-        from .evaluate import evaluate_pages
-    except ImportError:
-        return None
-    return lambda run: evaluate_pages(root, lesson, run)
 
 
 @cli.command()
@@ -194,15 +289,28 @@ def check(root: Path) -> None:
     from .site import check_or_fail, pinned_behind
 
     count = check_or_fail(root)
-    stderr.print(f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim holds")
+    stderr.print(
+        f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim "
+        "holds"
+    )
     for page, pinned, newest in pinned_behind(root):
-        stderr.print(f"[yellow]pinned behind:[/] {page} uses run {pinned}; its lesson's newest good run is "
-                     f"{newest} (remove `run:` from its front matter to follow it)", highlight=False, soft_wrap=True)
+        stderr.print(
+            f"[yellow]pinned behind:[/] {page} uses run {pinned}; its lesson's newest good run is "
+            f"{newest} (remove `run:` from its front matter to follow it)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @cli.command()
-@click.option("-a", "--dev-addr", default="127.0.0.1:8000", show_default=True, metavar="IP:PORT",
-              help="Address to serve on.")
+@click.option(
+    "-a",
+    "--dev-addr",
+    default="127.0.0.1:8000",
+    show_default=True,
+    metavar="IP:PORT",
+    help="Address to serve on.",
+)
 @click.pass_obj
 @reports_errors
 def serve(root: Path, dev_addr: str) -> None:

@@ -1,7 +1,8 @@
 """Two runs of a lesson side by side: values moved, host and engine changes, claims broken.
 
 The page-side comparisons (claims, checks' revealed answers, figures) come from a callable that
-evaluates the lesson's pages against one run, so this module needs no site machinery itself.
+evaluates the lesson's pages against one run (`pages.evaluate.evaluate_pages`); pages that could
+not be evaluated on a run are named, never left out silently.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from .errors import RecordError
-from .records import Run, Store, Value
+from .pages.evaluate import PageSide
+from .pages.format import recorded
+from .record.models import Run, Value
+from .record.store import Store
 
 
 @dataclass
@@ -69,18 +73,6 @@ class ClaimOutcome:
         return self.held_before and not self.holds_now
 
 
-@dataclass
-class PageSide:
-    """What the lesson's pages show with one run: claims, checks' revealed answers, figures' inputs."""
-
-    claims: list[tuple[str, str, str, bool, dict[str, str]]] = field(default_factory=list)
-    """(page, text, condition, holds, values read)"""
-    reveals: dict[str, str] = field(default_factory=dict)
-    """'page#check' -> the revealed measured answer as shown"""
-    figures: dict[str, list[str]] = field(default_factory=dict)
-    """'page: figure' -> the values it draws from (`step.name`)"""
-
-
 PagesEvaluator = Callable[[Run], PageSide]
 
 
@@ -97,11 +89,14 @@ class Report:
     claims: list[ClaimOutcome] = field(default_factory=list)
     reveals: list[tuple[str, str, str]] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
+    """Pages or figures that could not be evaluated on one of the runs, each with why."""
 
     @property
     def all_hold(self) -> bool:
-        """Whether every claim holds on the new run."""
-        return all(c.holds_now for c in self.claims)
+        """Whether every claim holds on the new run, and every page could be evaluated on it."""
+        new = f"on {self.new}:"
+        return all(c.holds_now for c in self.claims) and not any(new in u for u in self.unread)
 
 
 def pick_runs(store: Store, lesson: str, run_a: str | None, run_b: str | None) -> tuple[Run, Run]:
@@ -116,7 +111,9 @@ def pick_runs(store: Store, lesson: str, run_a: str | None, run_b: str | None) -
         return store.get(lesson, run_a), newer
     if len(good) < 2:
         found = ", ".join(r.run_id for r in good) or "none"
-        raise RecordError(f"'{lesson}' needs two good runs to compare (good runs: {found}); name them explicitly")
+        raise RecordError(
+            f"'{lesson}' needs two good runs to compare (good runs: {found}); name them explicitly"
+        )
     return good[-2], good[-1]
 
 
@@ -142,10 +139,14 @@ def compare(old: Run, new: Run, pages: PagesEvaluator | None = None) -> Report:
     """Compare two runs of one lesson."""
     a, b = _values(old), _values(new)
     values = sorted(
-        (ValueChange(n, a.get(n), b.get(n)) for n in sorted(set(a) | set(b))), key=ValueChange.sort_key
+        (ValueChange(n, a.get(n), b.get(n)) for n in sorted(set(a) | set(b))),
+        key=ValueChange.sort_key,
     )
     report = Report(
-        lesson=new.record.lesson, old=old.run_id, new=new.run_id, values=values,
+        lesson=new.record.lesson,
+        old=old.run_id,
+        new=new.run_id,
+        values=values,
         host=_changes(_flat(old.record.host), _flat(new.record.host)),
         engine=_changes(_flat(old.record.engine), _flat(new.record.engine)),
     )
@@ -154,11 +155,16 @@ def compare(old: Run, new: Run, pages: PagesEvaluator | None = None) -> Report:
         earlier = {(p, c, t): (h, v) for p, t, c, h, v in before.claims}
         for page, text, condition, holds, read in now.claims:
             held, read_before = earlier.get((page, condition, text), (True, {}))
-            report.claims.append(ClaimOutcome(page, text, condition, held, holds, read_before, read))
+            report.claims.append(
+                ClaimOutcome(page, text, condition, held, holds, read_before, read)
+            )
         report.claims.sort(key=lambda c: (not c.broken, c.holds_now, c.page))
         for key in sorted(set(before.reveals) | set(now.reveals)):
             if before.reveals.get(key) != now.reveals.get(key):
-                report.reveals.append((key, before.reveals.get(key, "—"), now.reveals.get(key, "—")))
+                report.reveals.append(
+                    (key, before.reveals.get(key, "—"), now.reveals.get(key, "—"))
+                )
+        report.unread = before.unread + now.unread
         moved = {c.name for c in values if c.moved}
         report.figures = sorted(f for f, uses in now.figures.items() if moved & set(uses))
     return report
@@ -166,11 +172,7 @@ def compare(old: Run, new: Run, pages: PagesEvaluator | None = None) -> Report:
 
 def shown(value: Value | None) -> str:
     """A value with its unit, as the diff prints it."""
-    if value is None:
-        return "—"
-    v = value.value
-    text = f"{v:,}" if isinstance(v, int) else f"{v:,.4g}" if isinstance(v, float) else v
-    return text if value.unit == "none" else f"{text} {value.unit}"
+    return "—" if value is None else recorded(value.value, value.unit)
 
 
 def percent(rel: float | None) -> str:
@@ -198,7 +200,9 @@ def render_console(report: Report, console: Console, all_values: bool = False) -
         table.add_column(col, justify="right" if col != "value" else "left")
     for change in report.values:
         if change.moved or all_values:
-            table.add_row(change.name, shown(change.old), shown(change.new), percent(change.relative))
+            table.add_row(
+                change.name, shown(change.old), shown(change.new), percent(change.relative)
+            )
     console.print(table)
     unchanged = sum(1 for c in report.values if not c.moved)
     console.print(f"{len(report.values) - unchanged} values moved, {unchanged} unchanged")
@@ -216,8 +220,12 @@ def render_console(report: Report, console: Console, all_values: bool = False) -
         console.print(f"check {key}: revealed answer {old} → {new}")
     for figure in report.figures:
         console.print(f"figure will change: {figure}")
+    for why in report.unread:
+        console.print(f"[bold red]not evaluated:[/] {why}", highlight=False)
     broken = sum(1 for c in report.claims if not c.holds_now)
-    console.print(f"{len(report.claims) - broken} of {len(report.claims)} claims hold on {report.new}")
+    console.print(
+        f"{len(report.claims) - broken} of {len(report.claims)} claims hold on {report.new}"
+    )
 
 
 def render_markdown(report: Report) -> str:
@@ -227,37 +235,62 @@ def render_markdown(report: Report) -> str:
         if rows:
             lines += [f"### {title}", "", "| | old | new |", "| --- | --- | --- |"]
             lines += [f"| {k} | {o} | {n} |" for k, o, n in rows] + [""]
-    lines += ["### Values (most moved first)", "", "| value | old | new | change |", "| --- | ---: | ---: | ---: |"]
-    lines += [f"| `{c.name}` | {shown(c.old)} | {shown(c.new)} | {percent(c.relative)} |"
-              for c in report.values if c.moved]
+    lines += [
+        "### Values (most moved first)",
+        "",
+        "| value | old | new | change |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| `{c.name}` | {shown(c.old)} | {shown(c.new)} | {percent(c.relative)} |"
+        for c in report.values
+        if c.moved
+    ]
     lines.append("")
     if report.claims:
         lines += ["### Claims", "", "| page | claim | before | now |", "| --- | --- | --- | --- |"]
-        lines += [f"| {c.page} | {c.text} | {'holds' if c.held_before else 'failed'} | "
-                  f"{'holds' if c.holds_now else '**fails**'} |" for c in report.claims]
+        lines += [
+            f"| {c.page} | {c.text} | {'holds' if c.held_before else 'failed'} | "
+            f"{'holds' if c.holds_now else '**fails**'} |"
+            for c in report.claims
+        ]
         lines.append("")
     if report.reveals:
         lines += ["### Checks whose revealed answer changes", ""]
         lines += [f"- {k}: {o} → {n}" for k, o, n in report.reveals] + [""]
     if report.figures:
         lines += ["### Figures that will change", ""] + [f"- {f}" for f in report.figures] + [""]
+    if report.unread:
+        lines += ["### Not evaluated", ""] + [f"- {u}" for u in report.unread] + [""]
     return "\n".join(lines)
 
 
 def to_json(report: Report) -> str:
     """The diff as JSON, for a script."""
     data = {
-        "lesson": report.lesson, "old": report.old, "new": report.new,
+        "lesson": report.lesson,
+        "old": report.old,
+        "new": report.new,
         "values": [
-            {"name": c.name, "old": c.old.model_dump() if c.old else None,
-             "new": c.new.model_dump() if c.new else None, "relative": c.relative, "moved": c.moved}
+            {
+                "name": c.name,
+                "old": c.old.model_dump() if c.old else None,
+                "new": c.new.model_dump() if c.new else None,
+                "relative": c.relative,
+                "moved": c.moved,
+            }
             for c in report.values
         ],
-        "host": [dict(zip(("field", "old", "new"), row)) for row in report.host],
-        "engine": [dict(zip(("package", "old", "new"), row)) for row in report.engine],
+        "host": [dict(zip(("field", "old", "new"), row, strict=False)) for row in report.host],
+        "engine": [
+            dict(zip(("package", "old", "new"), row, strict=False)) for row in report.engine
+        ],
         "claims": [asdict(c) | {"broken": c.broken} for c in report.claims],
-        "reveals": [dict(zip(("check", "old", "new"), row)) for row in report.reveals],
+        "reveals": [
+            dict(zip(("check", "old", "new"), row, strict=False)) for row in report.reveals
+        ],
         "figures": report.figures,
+        "not_evaluated": report.unread,
         "all_claims_hold": report.all_hold,
     }
     return json.dumps(data, indent=2, sort_keys=True, default=str)

@@ -1,11 +1,21 @@
-"""The project's errors.
+"""The project's errors: every exception the package raises derives from `CourseError`.
 
     CourseError                 anything the CLI reports as a message, not a traceback
      ├── LabError               a lab.yml that cannot be used (names the file, the step, the field)
      ├── RunError               a run that stopped (names the lab file, the step, what was expected)
-     │    └── StepFailed        one step failed: exit code, timeout, service, capture
+     │    ├── StepFailed        one step failed: exit code, timeout, service, capture
+     │    ├── CaptureMiss       a capture that found nothing (run/capture.py; becomes StepFailed)
+     │    ├── ConnectionLost    the connection to a remote host dropped (run/target.py)
+     │    └── SshError          a remote host that cannot be reached or refused us (remote/ssh.py)
      ├── RecordError            a record that is missing or unreadable
+     ├── ExprError              an expression over recorded values that cannot be read
+     (record/quantity.py)
      └── PageError              a page that cannot be built (names the page and the macro call)
+          └── WidgetError       a block (terminal, listing, figure, check) that cannot be made
+
+Two exceptions stand outside on purpose: `run.options.Interrupted` (a BaseException, like
+KeyboardInterrupt: Ctrl-C or SIGTERM during a run, so clean-up code runs) and the host-side
+supervisor's private `Gone`, which never leaves that script.
 """
 
 from __future__ import annotations
@@ -33,7 +43,9 @@ class RunError(CourseError):
 class StepFailed(RunError):
     """One step of a run failed; the message names the lab file, the step and the expectation."""
 
-    def __init__(self, lab_file: str, step_id: str, what: str, tail: list[str] | None = None) -> None:
+    def __init__(
+        self, lab_file: str, step_id: str, what: str, tail: list[str] | None = None
+    ) -> None:
         self.lab_file = lab_file
         self.step_id = step_id
         self.what = what

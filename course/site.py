@@ -6,7 +6,6 @@ later stage (PDFs of the lesson pages, the lesson zips) can be appended after th
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import re
@@ -14,31 +13,29 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jinja2
-
 from .errors import CourseError, PageError
-from .lessons import lesson_pages, page_url, read_meta, scan
-from .package import package_lessons
-from .pages import MACROS, PageContext, Problem
-from .plugin import LENIENT, report
-from .records import Store
+from .package.lessons import package_lessons
+from .pages.choose import ChosenPage, lesson_page_runs
+from .pages.context import Problem
+from .pages.lessons import scan
+from .pages.plugin import LENIENT, report
+from .pages.render import hint, render_page
+from .record.store import Store
 
 CONFIG = "mkdocs.yml"
 
 
 @dataclass(frozen=True)
 class LessonPage:
-    """A built lesson page: where its source and its HTML are, its lesson and the run it shows."""
+    """A built lesson page: its source, URL, title, lesson and run, and where its HTML is."""
 
     src: str
-    """Path inside docs/."""
     url: str
-    """URL relative to the site root, e.g. `part-2/kv-cache/`."""
-    html: Path
-    """The built HTML file."""
     title: str
     lesson: str
     run_id: str
+    html: Path
+    """The built HTML file."""
 
 
 @dataclass
@@ -62,8 +59,11 @@ class _Collect(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def build_site(root: Path, out: Path | None = None) -> BuildResult:
-    """Build the HTML site from docs/ and the committed records with mkdocs --strict."""
+def build_site(root: Path, out: Path | None = None, cache_dir: Path | None = None) -> BuildResult:
+    """Build the HTML site from docs/ and the committed records with mkdocs --strict.
+
+    The PDFs and zips are kept between builds in `cache_dir` (default: `.cache/package/`).
+    """
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
     from mkdocs.exceptions import MkDocsException
@@ -84,13 +84,21 @@ def build_site(root: Path, out: Path | None = None) -> BuildResult:
     except MkDocsException as exc:  # Abort included: mkdocs logged the cause before aborting
         raise PageError(_failure(str(exc), collect.messages)) from None
     except SystemExit:  # mkdocs-macros exits on a template it cannot render
-        raise PageError(_failure("a page's macros could not be rendered", collect.messages)) from None
+        raise PageError(
+            _failure("a page's macros could not be rendered", collect.messages)
+        ) from None
     finally:
         logger.removeHandler(collect)
-    pages = _lesson_pages(root, site_dir)
-    package_lessons(root, site_dir, pages)  # site/downloads/<lesson>.pdf and .zip
+    chosen = lesson_page_runs(root)
+    package_lessons(root, site_dir, chosen, cache_dir)
+    pages = [_built(page, site_dir) for page in chosen]  # site/downloads/<lesson>.pdf and .zip
     seconds = time.perf_counter() - started
     return BuildResult(site_dir, seconds, pages, collect.messages)
+
+
+def _built(page: ChosenPage, site_dir: Path) -> LessonPage:
+    html = site_dir / page.url / "index.html"
+    return LessonPage(page.src, page.url, page.title, page.lesson, page.run_id, html)
 
 
 def _failure(headline: str, messages: list[str]) -> str:
@@ -111,57 +119,24 @@ def _condensed(message: str) -> str:
     return f"docs/{page.group(1)}: {error.group(1)}: {error.group(2)}{hint(error.group(2))}"
 
 
-def hint(error: str) -> str:
-    """For an unknown name in a page, the macro it was probably meant to be."""
-    match = re.match(r"'(\w+)' is undefined", error)
-    if not match:
-        return ""
-    close = difflib.get_close_matches(match.group(1), list(MACROS), n=1)
-    known = f"did you mean {close[0]}()? " if close else ""
-    return f" ({known}macros: {', '.join(MACROS)})"
-
-
-def _lesson_pages(root: Path, site_dir: Path) -> list[LessonPage]:
-    store = Store(root / "build")
-    found = []
-    for entry in lesson_pages(root / "docs"):
-        lesson = entry.meta.lesson or ""
-        run = store.get(lesson, entry.meta.run) if entry.meta.run else store.newest_good(lesson)
-        if run is None:
-            raise PageError(f"docs/{entry.src}: no good run of '{lesson}'")
-        found.append(LessonPage(entry.src, entry.url, site_dir / entry.url / "index.html", entry.title,
-                                lesson, run.run_id))
-    return found
-
-
 def check_site(root: Path) -> tuple[int, list[Problem]]:
     """Render every page's macros without HTML; (pages checked, problems found)."""
     docs = root / "docs"
     if not docs.is_dir():
         raise PageError(f"no docs/ folder in {root}")
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
     problems: list[Problem] = []
     pages = scan(docs)
     for entry in pages:
-        meta, raw, body = read_meta(docs / entry.src, f"docs/{entry.src}")
-        if raw.get("render_macros") is False:
+        if entry.raw.get("render_macros") is False:
             continue
-        ctx = PageContext(root, entry.src, meta, raw, page_url(entry.src), None)
-        page = {"meta": raw, "title": entry.title, "url": ctx.url}
-        try:
-            text = env.from_string(body).render(page=page, config={}, **ctx.bound())
-        except jinja2.TemplateError as exc:
-            line = getattr(exc, "lineno", None)
-            where = f"line {line} (after the front matter)" if line else "(template)"
-            ctx.problem(where, f"{type(exc).__name__}: {exc}{hint(str(exc))}")
-        else:
-            ctx.finish(text)
-        problems += ctx.problems
+        problems += render_page(root, entry).context.problems
     return len(pages), problems
 
 
 def pinned_behind(root: Path) -> list[tuple[str, str, str]]:
-    """Pages pinned to a run older than their lesson's newest good run: (page, pinned run, newest run)."""
+    """Pages pinned to a run older than their lesson's newest good run: (page, pinned run, newest
+    run).
+    """
     store = Store(root / "build")
     behind = []
     for entry in scan(root / "docs"):
@@ -189,7 +164,11 @@ def serve_site(root: Path, dev_addr: str = "127.0.0.1:8000") -> None:
     handler.setFormatter(logging.Formatter("%(levelname)-7s -  %(message)s"))
     logging.getLogger("mkdocs").addHandler(handler)
     logging.getLogger("mkdocs").setLevel(logging.INFO)
-    watch = [str(root / p) for p in ("build", "lab", "figures", "course", "macros") if (root / p).is_dir()]
+    watch = [
+        str(root / p)
+        for p in ("build", "lab", "figures", "course", "macros")
+        if (root / p).is_dir()
+    ]
     try:
         serve(config_file=str(root / CONFIG), dev_addr=dev_addr, livereload=True, watch=watch)
     except CourseError:

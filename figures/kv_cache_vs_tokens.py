@@ -1,4 +1,6 @@
-"""Memory of Qwen3-8B on the GPU: weights plus the KV cache, against the tokens held in the cache."""
+"""Memory of Qwen3-8B on the GPU: weights plus the KV cache, against the tokens held in the
+cache.
+"""
 
 GIB = 1024**3
 
@@ -15,19 +17,37 @@ def draw(fig, data):
     top = budget_tokens * 1.15
     xs = [0, top]
     ax = fig.subplots()
-    ax.plot([x / 1000 for x in xs], [weights_8b + x * per_token_8b for x in xs],
-            color="#1f77b4", lw=2, label="Qwen3-8B: weights + cache")
-    ax.plot([x / 1000 for x in xs], [weights_06b + x * per_token_06b for x in xs],
-            color="#ff7f0e", lw=2, label="Qwen3-0.6B: weights + cache")
+    ax.plot(
+        [x / 1000 for x in xs],
+        [weights_8b + x * per_token_8b for x in xs],
+        color="#1f77b4",
+        lw=2,
+        label="Qwen3-8B: weights + cache",
+    )
+    ax.plot(
+        [x / 1000 for x in xs],
+        [weights_06b + x * per_token_06b for x in xs],
+        color="#ff7f0e",
+        lw=2,
+        label="Qwen3-0.6B: weights + cache",
+    )
     ax.axhline(gpu, color="black", lw=1)
     ax.axhline(usable, color="black", lw=1, ls="--")
     ax.axhline(weights_8b, color="#1f77b4", lw=1, ls=":")
     ax.text(top / 1000, gpu, f" GPU memory, {gpu:.0f} GiB", va="bottom", ha="right", fontsize=8)
     ax.text(top / 1000, usable, f" 90 % of it, {usable:.0f} GiB", va="top", ha="right", fontsize=8)
-    ax.text(0, weights_8b, f" Qwen3-8B weights alone, {weights_8b:.1f} GiB", va="bottom", fontsize=8)
+    ax.text(
+        0, weights_8b, f" Qwen3-8B weights alone, {weights_8b:.1f} GiB", va="bottom", fontsize=8
+    )
     ax.axvline(budget_tokens / 1000, color="#1f77b4", lw=1, ls="--")
-    ax.text(budget_tokens / 1000, 4, f"{budget_tokens / 1000:,.0f}k tokens ", ha="right", fontsize=8,
-            color="#1f77b4")
+    ax.text(
+        budget_tokens / 1000,
+        4,
+        f"{budget_tokens / 1000:,.0f}k tokens ",
+        ha="right",
+        fontsize=8,
+        color="#1f77b4",
+    )
     ax.set_xlabel("tokens held in the KV cache (thousands), all conversations together")
     ax.set_ylabel("GPU memory (GiB)")
     ax.set_xlim(0, top / 1000)

@@ -1,5 +1,7 @@
-"""The mkdocs-macros module: the page macros live in `course.pages`, the glue in `course.plugin`."""
+"""The mkdocs-macros module: the page macros live in `course.pages.macros`, the glue in
+`course.pages.plugin`.
+"""
 
-from course.plugin import define_env, on_post_page_macros
+from course.pages.plugin import define_env, on_post_page_macros
 
 __all__ = ["define_env", "on_post_page_macros"]

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the whole test suite in .venv; installs what the browser and PDF tests need when missing.
+# Runs the whole test suite in .venv: lint and types first, then pytest; installs what the
+# browser, PDF and SSH tests need when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -12,4 +13,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 export NO_MKDOCS_2_WARNING=1
+echo "ruff check, ruff format --check, mypy --strict course/"
+.venv/bin/ruff check --quiet .
+.venv/bin/ruff format --check --quiet .
+.venv/bin/mypy course
 exec .venv/bin/python -m pytest -q "$@"

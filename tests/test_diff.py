@@ -8,9 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import COURSE, FIXTURES
+from support import COURSE, FIXTURES
 
-from course.records import Store, dump_json
+from course.record.files import dump_json
+from course.record.store import Store
 
 LESSON = "tiny-cache"
 OLD, NEW = "2026-11-20T090000Z-h200", "2026-11-22T090000Z-h200"
@@ -18,7 +19,9 @@ OLD, NEW = "2026-11-20T090000Z-h200", "2026-11-22T090000Z-h200"
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fixture site plus a newer run made on a new engine release, where one number moved a lot."""
+    """The fixture site plus a newer run made on a new engine release, where one number moved a
+    lot.
+    """
     root = tmp_path_factory.mktemp("release") / "site"
     shutil.copytree(FIXTURES / "site", root)
     old = root / "build" / LESSON / OLD
@@ -29,17 +32,25 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     record["started"] = "2026-11-22T09:00:00Z"
     record["engine"] = {"numpy": "2.4.0"}
     values = {s["id"]: s["values"] for s in record["steps"]}
-    values["decode"]["tps_long"]["value"] = 150.0   # -25.6 %: breaks two claims
+    values["decode"]["tps_long"]["value"] = 150.0  # -25.6 %: breaks two claims
     values["decode"]["tps_short"]["value"] = 330.0  # +5.6 %
     (new / "run.json").write_text(dump_json(record))
     page = root / "docs" / "part-1" / "tiny.md"
-    page.write_text(page.read_text() + '\n## Run history\n\n{{ run_history(["decode.tps_short", "decode.tps_long"]) }}\n')
+    page.write_text(
+        page.read_text()
+        + '\n## Run history\n\n{{ run_history(["decode.tps_short", "decode.tps_long"]) }}\n'
+    )
     return root
 
 
 def course(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*COURSE, "--root", str(root), *args], capture_output=True, text=True, timeout=120,
-                          env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [*COURSE, "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_diff_of_the_two_newest_good_runs(release: Path) -> None:
@@ -54,7 +65,11 @@ def test_diff_of_the_two_newest_good_runs(release: Path) -> None:
     assert "-28.6 %" not in out and "-25.6 %" in out and "+5.6 %" in out
     assert "2 values moved" in out
     # claims: those that held before and fail now come first
-    rows = [line for line in out[out.index("Claims"):].splitlines() if line.startswith("│ docs/part-1/tiny.md")]
+    rows = [
+        line
+        for line in out[out.index("Claims") :].splitlines()
+        if line.startswith("│ docs/part-1/tiny.md")
+    ]
     assert len(rows) == 5, rows
     assert ["FAILS" in row for row in rows] == [True, True, False, False, False]
     assert "3 of 5 claims hold" in out
@@ -68,13 +83,15 @@ def test_diff_json_and_markdown(release: Path) -> None:
     assert moved == ["decode.tps_long", "decode.tps_short"]
     assert data["values"][0]["relative"] == pytest.approx(150 / 201.7 - 1)
     broken = [c for c in data["claims"] if c["broken"]]
-    assert {c["text"] for c in broken} == {"Long decoding runs at about 200 tokens a second.",
-                                           "Short is 1.5 to 1.6 times as fast."}
+    assert {c["text"] for c in broken} == {
+        "Long decoding runs at about 200 tokens a second.",
+        "Short is 1.5 to 1.6 times as fast.",
+    }
     assert broken[0]["values_now"]["decode.tps_long"] == "150 tok/s"
     assert data["engine"] == [{"package": "numpy", "old": "2.3.4", "new": "2.4.0"}]
     assert data["claims"][0]["broken"] and data["claims"][1]["broken"]
     md = course(release, "diff", LESSON, "--markdown").stdout
-    assert "| `decode.tps_long` | 201.7 tok/s | 150 tok/s | -25.6 % |" in md
+    assert "| `decode.tps_long` | 201.7 tok/s | 150.0 tok/s | -25.6 % |" in md
     assert "| docs/part-1/tiny.md | Short is 1.5 to 1.6 times as fast. | holds | **fails** |" in md
 
 
@@ -96,30 +113,42 @@ def test_check_reports_pages_pinned_behind_the_newest_run(release: Path) -> None
     try:
         done = course(release, "check")
         assert done.returncode == 0, done.stderr
-        assert (f"pinned behind: docs/part-1/tiny.md uses run {OLD}; its lesson's newest good run is {NEW}"
-                in done.stderr)
-        assert "pinned behind: docs/part-1/pinned.md uses run 2026-11-19T090000Z-h200" in done.stderr
+        assert (
+            f"pinned behind: docs/part-1/tiny.md uses run {OLD}; its lesson's newest good run is "
+            f"{NEW}" in done.stderr
+        )
+        assert (
+            "pinned behind: docs/part-1/pinned.md uses run 2026-11-19T090000Z-h200" in done.stderr
+        )
     finally:
         page.write_text(text)
 
 
 def test_run_history_lists_every_run_with_headline_values(release: Path) -> None:
-    from course.lessons import read_meta
-    from course.pages import PageContext
+    from course.pages.context import PageContext
+    from course.pages.history import run_history
+    from course.pages.lessons import read_meta
 
     meta, raw, _ = read_meta(release / "docs/part-1/tiny.md", "docs/part-1/tiny.md")
     ctx = PageContext(release, "part-1/tiny.md", meta, raw, "part-1/tiny/", None)
-    html = ctx.run_history(["decode.tps_short", "decode.tps_long"])
+    html = run_history(ctx, ["decode.tps_short", "decode.tps_long"])
     assert not ctx.problems
     rows = html.split("<tr>")[2:]
     assert [r.split("<code>")[1].split("</code>")[0] for r in rows] == [
-        "2026-11-22T090000Z-h200", "2026-11-21T090000Z-h200", OLD, "2026-11-19T090000Z-h200"]
+        "2026-11-22T090000Z-h200",
+        "2026-11-21T090000Z-h200",
+        OLD,
+        "2026-11-19T090000Z-h200",
+    ]
     assert "(this page)" in rows[0] and "numpy 2.4.0" in rows[0] and "numpy 2.3.4" in rows[2]
-    assert f'data-source="{NEW}/decode.tps_long">150 tok/s' in rows[0]
+    assert f'data-source="{NEW}/decode.tps_long">150.0 tok/s' in rows[0]
     assert f'data-source="{OLD}/decode.tps_long">201.7 tok/s' in rows[2]
     assert "failed" in rows[1]
-    labelled = ctx.run_history({"short <b>": "decode.tps_short"})
-    assert "<th>short &lt;b&gt;</th>" in labelled and f'data-source="{NEW}/decode.tps_short"' in labelled
-    ctx.run_history(["decode.nope"])
+    labelled = run_history(ctx, {"short <b>": "decode.tps_short"})
+    assert (
+        "<th>short &lt;b&gt;</th>" in labelled
+        and f'data-source="{NEW}/decode.tps_short"' in labelled
+    )
+    run_history(ctx, ["decode.nope"])
     assert any("captured no value 'nope'" in p.message for p in ctx.problems)
     assert Store(release / "build").newest_good(LESSON).run_id == NEW  # type: ignore[union-attr]

@@ -1,0 +1,34 @@
+"""A lab folder's files: what a learner gets, without caches and virtual environments."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+IGNORED_PARTS = {"__pycache__", ".venv", "venv", ".git", ".ipynb_checkpoints", ".pytest_cache"}
+IGNORED_SUFFIXES = {".pyc", ".pyo"}
+
+
+def lab_files(folder: Path) -> list[str]:
+    """Every file of a lab folder, relative and sorted, without caches and virtual environments."""
+    out = []
+    for p in folder.rglob("*"):
+        rel = p.relative_to(folder)
+        if any(part in IGNORED_PARTS for part in rel.parts) or p.suffix in IGNORED_SUFFIXES:
+            continue
+        if p.is_file() and not p.is_symlink():
+            out.append(rel.as_posix())
+    return sorted(out)
+
+
+def expand_inputs(folder: Path, globs: list[str]) -> dict[str, list[str]]:
+    """Each input glob of a step with the lab files it matches."""
+    files = set(lab_files(folder))
+    result = {}
+    for pattern in globs:
+        matched = sorted(
+            Path(m).relative_to(folder).as_posix()
+            for m in glob.glob(str(folder / pattern), recursive=True)
+        )
+        result[pattern] = [m for m in matched if m in files]
+    return result

@@ -1,0 +1,172 @@
+"""Loading a lab.yml: every problem in the file reported at once, each naming the file, the line,
+the step and the field, with a close-match suggestion for a misspelt key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+)
+
+from ..errors import LabError
+from .files import expand_inputs
+from .schema import Lab, suggest
+
+
+class LoadedLab(BaseModel):
+    """A validated lab with where it came from."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    lab: Lab
+    path: Path
+    """The lab.yml file."""
+
+    @property
+    def folder(self) -> Path:
+        """The lab folder (what a learner gets)."""
+        return self.path.parent
+
+    def display_path(self) -> str:
+        """The lab file as a message names it."""
+        return _display(self.path)
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def load_lab(path: Path) -> LoadedLab:
+    """Read and validate a lab.yml; raise LabError listing every problem in it."""
+    shown = _display(path)
+    if not path.is_file():
+        raise LabError(shown, [f"no such file (expected a lab recipe at {shown})"])
+    text = path.read_text(encoding="utf-8")
+    try:
+        node = yaml.compose(text)
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise LabError(shown, [f"{where}not valid YAML: {getattr(exc, 'problem', exc)}"]) from None
+    if not isinstance(raw, dict):
+        raise LabError(shown, ["expected a mapping with 'lesson', 'title', 'engine' and 'steps'"])
+    try:
+        lab = Lab.model_validate(raw)
+    except ValidationError as exc:
+        raise LabError(shown, [_describe(err, raw, node) for err in exc.errors()]) from None
+    problems = []
+    if lab.lesson != path.parent.name:
+        problems.append(f"lesson: '{lab.lesson}' differs from its folder name '{path.parent.name}'")
+    for index, step in enumerate(lab.steps):
+        for pattern, matched in expand_inputs(path.parent, step.inputs or []).items():
+            if not matched:
+                line = _line_of(node, ("steps", index, "inputs"))
+                problems.append(
+                    f"{line}step '{step.id}': inputs: '{pattern}' matches no file in {_display(path.parent)}"
+                )
+    if problems:
+        raise LabError(shown, problems)
+    return LoadedLab(lab=lab, path=path)
+
+
+_KNOWN_KEYS: dict[str, set[str]] = {
+    "lab": {"lesson", "title", "engine", "python", "setup", "resources", "steps"},
+    "step": {
+        "id",
+        "title",
+        "needs",
+        "env",
+        "inputs",
+        "files",
+        "capture",
+        "run",
+        "timeout",
+        "start",
+        "ready",
+        "deadline",
+        "stop",
+    },
+    "capture": {"regex", "json", "key", "type", "unit"},
+    "ready": {"url", "log"},
+    "setup": {"install_seconds", "download_seconds"},
+    "resources": {"gpu", "count", "disk_gb"},
+}
+
+
+def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
+    """One validation error as a sentence naming the line, the step and the field."""
+    # pydantic puts the union tag into the location; drop it unless it is the field itself
+    loc = list(err["loc"])
+    if len(loc) >= 3 and loc[0] == "steps" and loc[2] in ("run", "start", "stop"):
+        loc.pop(2)
+    where = ""
+    rest = loc
+    if loc[:1] == ["steps"] and len(loc) >= 2 and isinstance(loc[1], int):
+        index = loc[1]
+        raw_step = raw.get("steps", [])[index] if isinstance(raw.get("steps"), list) else {}
+        step_id = raw_step.get("id") if isinstance(raw_step, dict) else None
+        where = f"step '{step_id}': " if step_id else f"step #{index + 1}: "
+        rest = loc[2:]
+    field = ".".join(str(p) for p in rest)
+    line = _line_of(node, tuple(err["loc"][:1]) + tuple(loc[1:]) if loc else ())
+    message = err["msg"]
+    message = message.removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        key = str(rest[-1])
+        parent = _parent_kind(rest, in_step=bool(where))
+        message = f"unknown key '{key}'{suggest(key, _KNOWN_KEYS[parent])}"
+    elif err["type"] == "missing":
+        message = "required but missing"
+    elif err["type"] == "string_pattern_mismatch":
+        allowed = "'_'" if rest and rest[0] == "capture" else "'-'"
+        message = f"{err['input']!r} is not a valid name (lowercase letters, digits and {allowed})"
+    elif err["type"] == "literal_error":
+        message = f"{err['input']!r} is not one of the accepted values: {err['ctx']['expected']}"
+    label = f"{field}: " if field else ""
+    return f"{line}{where}{label}{message}"
+
+
+def _parent_kind(loc: list[Any], in_step: bool) -> str:
+    """Which mapping a key sits in, for suggestions: lab, step, capture, ready or setup."""
+    if len(loc) <= 1:
+        return "step" if in_step else "lab"
+    if loc[0] == "capture":
+        return "capture"
+    if loc[0] == "ready":
+        return "ready"
+    if loc[0] in ("setup", "resources"):
+        return str(loc[0])
+    return "step"
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:
+    """'line N: ' for the YAML node at a location, as far down as it exists."""
+    found = node
+    for part in loc:
+        nxt = None
+        if isinstance(found, yaml.MappingNode):
+            for k, v in found.value:
+                if k.value == str(part):
+                    nxt = k if part == loc[-1] and isinstance(v, yaml.ScalarNode) is False else v
+                    break
+        elif (
+            isinstance(found, yaml.SequenceNode)
+            and isinstance(part, int)
+            and part < len(found.value)
+        ):
+            nxt = found.value[part]
+        if nxt is None:
+            break
+        found = nxt
+    if found is None:
+        return ""
+    return f"line {found.start_mark.line + 1}: "

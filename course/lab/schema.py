@@ -1,0 +1,246 @@
+"""The lab recipe's schema, `lab/<lesson>/lab.yml`: every key declared with its type and default."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+from ..record.units import Unit
+
+STEP_ID = r"^[a-z0-9][a-z0-9-]*$"
+VALUE_NAME = r"^[a-z_][a-z0-9_]*$"
+DEFAULT_TIMEOUT = 600.0
+# Files of a lab folder that are never inputs and never travel in a scratch copy.
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Capture(_Strict):
+    """One named value taken from a step: a regex over its output, or a key path in a JSON file."""
+
+    regex: str | None = None
+    """A regular expression searched in the step's output; the first group is the value."""
+    json_file: str | None = Field(default=None, alias="json")
+    """A JSON file the step writes, relative to the lab folder."""
+    key: str | None = None
+    """With `json`: the dot-separated key path of the value (list indices as numbers)."""
+    type: Literal["int", "float", "str"] = "float"
+    """How the value is read: int, float or str (numbers may carry thousands separators)."""
+    unit: Unit = "none"
+    """The value's unit; pages convert and format it."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Capture:
+        if (self.regex is None) == (self.json_file is None):
+            raise ValueError("give exactly one of 'regex' or 'json'")
+        if self.json_file is not None and not self.key:
+            raise ValueError("'json' needs a 'key' (a dot-separated path into the file)")
+        if self.regex is not None and self.key is not None:
+            raise ValueError("'key' goes with 'json', not with 'regex'")
+        if self.regex is not None:
+            try:
+                pattern = re.compile(self.regex, re.MULTILINE)
+            except re.error as exc:
+                raise ValueError(f"regex {self.regex!r} does not compile: {exc}") from None
+            if pattern.groups < 1:
+                raise ValueError(f"regex {self.regex!r} needs a group ( ... ) around the value")
+        return self
+
+
+class Ready(_Strict):
+    """How to tell that a background service is ready: an HTTP URL answering 2xx, or a log line."""
+
+    url: str | None = None
+    """An http(s) URL that answers with a 2xx status once the service is ready."""
+    log: str | None = None
+    """A regular expression that a line of the service's output matches once it is ready."""
+
+    @model_validator(mode="after")
+    def _one_test(self) -> Ready:
+        if (self.url is None) == (self.log is None):
+            raise ValueError("give exactly one of 'url' or 'log'")
+        if self.url is not None and not re.match(r"^https?://", self.url):
+            raise ValueError(f"url {self.url!r} must start with http:// or https://")
+        if self.log is not None:
+            try:
+                re.compile(self.log)
+            except re.error as exc:
+                raise ValueError(f"log pattern {self.log!r} does not compile: {exc}") from None
+        return self
+
+
+class _StepBase(_Strict):
+    id: Annotated[str, Field(pattern=STEP_ID)]
+    """The step's name: lowercase letters, digits and '-'; pages name values as `<id>.<value>`."""
+    title: str | None = None
+    """One line saying what the step does (START-HERE.md and the page use it)."""
+    needs: Literal["gpu"] | None = None
+    """`gpu` when the step cannot run without one."""
+    env: dict[str, str] = {}
+    """Extra environment variables for the step."""
+    inputs: list[str] | None = None
+    """Globs of lab files the step reads; without a list, every lab file counts."""
+    files: list[str] = []
+    """Files the step produces, relative to the lab folder, kept in the record."""
+    capture: dict[Annotated[str, Field(pattern=VALUE_NAME)], Capture] = {}
+    """Named values the step's output holds."""
+
+    @field_validator("files", "inputs")
+    @classmethod
+    def _relative(cls, paths: list[str] | None) -> list[str] | None:
+        for p in paths or []:
+            if p.startswith("/") or ".." in Path(p).parts:
+                raise ValueError(
+                    f"{p!r} must be a path inside the lab folder (no '/' start, no '..')"
+                )
+        return paths
+
+
+class RunStep(_StepBase):
+    """A shell command, run in the lab folder, that must end with status 0 before its timeout."""
+
+    run: str
+    """The shell command."""
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+    """Seconds the command may take."""
+
+
+class StartStep(_StepBase):
+    """A background service, started and then polled until it is ready or its deadline passes."""
+
+    start: str
+    """The shell command that starts the service (it must keep running)."""
+    ready: Ready
+    """How to tell the service is ready."""
+    deadline: float = Field(default=60.0, gt=0)
+    """Seconds the service may take to become ready."""
+
+
+class StopStep(_StepBase):
+    """Ends a service started by an earlier step (its whole process group)."""
+
+    stop: str
+    """The id of the `start` step whose service to end."""
+
+
+def _step_kind(raw: Any) -> str | None:
+    if isinstance(raw, dict):
+        kinds = [k for k in ("run", "start", "stop") if k in raw]
+        return kinds[0] if len(kinds) == 1 else None
+    return getattr(raw, "kind", None)
+
+
+Step = Annotated[
+    Annotated[RunStep, Tag("run")]
+    | Annotated[StartStep, Tag("start")]
+    | Annotated[StopStep, Tag("stop")],
+    Discriminator(
+        _step_kind,
+        custom_error_type="step_kind",
+        custom_error_message="a step needs exactly one of 'run', 'start' or 'stop'",
+    ),
+]
+
+
+class Setup(_Strict):
+    """What a learner spends before the first step: installs and downloads, declared in seconds."""
+
+    install_seconds: float = Field(default=0.0, ge=0)
+    """Time to install the lab's requirements."""
+    download_seconds: float = Field(default=0.0, ge=0)
+    """Time to download weights or data."""
+
+
+class Resources(_Strict):
+    """What a lab needs from a rented machine; `course run --all --via skypilot` asks for it."""
+
+    gpu: str | None = None
+    """The GPU kind, as SkyPilot names accelerators (H200, H100, A100-80GB, L4, ...); none: CPU only."""
+    count: int = Field(default=1, ge=1)
+    """How many of that GPU."""
+    disk_gb: int | None = Field(default=None, ge=1)
+    """Disk size in GB (weights and caches); none: the cloud's default."""
+
+
+class Lab(_Strict):
+    """A lesson's lab: its engine packages and its steps, in order."""
+
+    lesson: Annotated[str, Field(pattern=STEP_ID)]
+    """The lesson's name, the same as its folder under `lab/`."""
+    title: str
+    """The lesson's title."""
+    engine: list[str] = []
+    """Packages whose versions decide the lab's numbers; their installed versions are recorded."""
+    python: str = "python3"
+    """The interpreter the lab's steps use (asked for the engine versions)."""
+    setup: Setup = Setup()
+    """Declared set-up time."""
+    resources: Resources | None = None
+    """The machine the lab needs when it runs in the cloud; none: CPU only, the cloud's default disk."""
+    steps: list[Step] = Field(min_length=1)
+    """The steps, run in order."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Lab:
+        problems = []
+        seen: set[str] = set()
+        started: set[str] = set()
+        for step in self.steps:
+            if step.id in seen:
+                problems.append(f"step id '{step.id}' is used twice")
+            seen.add(step.id)
+            if isinstance(step, StartStep):
+                started.add(step.id)
+            if isinstance(step, StopStep) and step.stop not in started:
+                hint = suggest(step.stop, started)
+                problems.append(
+                    f"step '{step.id}': stop: '{step.stop}' is not a service started by an earlier step{hint}"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def step(self, step_id: str) -> RunStep | StartStep | StopStep:
+        """The step with this id."""
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+
+AnyStep = RunStep | StartStep | StopStep
+
+
+def step_kind(step: AnyStep) -> str:
+    """'run', 'start' or 'stop'."""
+    return (
+        "run" if isinstance(step, RunStep) else "start" if isinstance(step, StartStep) else "stop"
+    )
+
+
+def step_command(step: AnyStep) -> str:
+    """The command a step types (a stop step has none of its own)."""
+    if isinstance(step, RunStep):
+        return step.run
+    if isinstance(step, StartStep):
+        return step.start
+    return f"# stop {step.stop}"
+
+
+def suggest(word: str, choices: set[str] | list[str]) -> str:
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""

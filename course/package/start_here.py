@@ -1,0 +1,193 @@
+"""START-HERE.md, the first file of a lesson zip: how to set up, then each step with its command,
+what it does and the output it should print, all from the lab's recipe and the recorded run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..lab.load import LoadedLab
+from ..lab.schema import AnyStep, StartStep, StopStep, step_command
+from ..pages.facts import gpu_name
+from ..pages.format import day, duration
+from ..record.models import PROMPT, Run
+
+START_HERE = "START-HERE.md"
+# Expected output longer than this is shown as its head and tail.
+HEAD_LINES = 20
+TAIL_LINES = 8
+LONG_LINE = 200
+
+
+def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
+    """The guide to the zip: set-up, then every step with its command, purpose, output and time."""
+    record = run.record
+    machine = _machine(run)
+    steps = lab.lab.steps
+    gpu_steps = [s for s in steps if s.needs == "gpu"]
+    versions = [f"{name}=={version}" for name, version in sorted(record.engine.items()) if version]
+    lines = [
+        f"# {lab.lab.title}: start here",
+        "",
+        f'This folder is the lab of the lesson "{lab.lab.title}", ready to run on your own '
+        "machine.",
+        "",
+        f"- `{pdf_name}`: the lesson's page, to read or print.",
+        "- `figures/`: the page's figures as PNG.",
+        "- `lab/`: the lab's files, exactly as the course runs them.",
+        "",
+        (
+            f"The outputs and times below are from our recorded run `{record.run_id}`, made on "
+            f"{machine} on {day(record.started)}. Your numbers will differ a little on another "
+            "machine; the shape of the results should not."
+        ),
+        "",
+        "## Before you start",
+        "",
+        (
+            f"Every command below runs inside `lab/`. Open a terminal in this folder and type `cd "
+            "lab`. "
+            f"The steps use `{lab.lab.python}` (Python 3.11 or newer)."
+        ),
+        "",
+    ]
+    if gpu_steps:
+        lines += [
+            (
+                f"{len(gpu_steps)} of the {len(steps)} steps need an NVIDIA GPU (marked below). "
+                "Steps without the mark run on any machine, with nothing to install."
+            ),
+            "",
+        ]
+    requirements = _lab_requirements(lab.folder)
+    if versions or requirements:
+        lines += [
+            (
+                "For the steps that use them, install the lab's requirements and the engine "
+                "packages at "
+                "the versions we recorded, in a virtual environment:"
+            ),
+            "",
+            "```bash",
+            "python3 -m venv .venv && . .venv/bin/activate",
+            *([f"pip install {requirements}"] if requirements else []),
+            *(["pip install " + " ".join(versions)] if versions else []),
+            "```",
+            "",
+        ]
+    setup = lab.lab.setup
+    spent = [f"installing about {duration(setup.install_seconds)}"] if setup.install_seconds else []
+    spent += (
+        [f"downloads about {duration(setup.download_seconds)}"] if setup.download_seconds else []
+    )
+    if spent:
+        lines += [f"On our machine, {' and '.join(spent)}.", ""]
+    numbers = {step.id: i for i, step in enumerate(steps, start=1)}
+    for index, step in enumerate(steps, start=1):
+        lines += _step_section(step, index, len(steps), run, machine, numbers)
+    total = sum(s.seconds or 0.0 for s in record.steps)
+    lines += [
+        "## When you are done",
+        "",
+        (
+            f"All {len(steps)} steps took {duration(total)} on {machine}. If you rented a GPU for "
+            "this lab, stop or delete the machine now: it costs money for as long as it runs."
+        ),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _step_section(
+    step: AnyStep, index: int, count: int, run: Run, machine: str, numbers: dict[str, int]
+) -> list[str]:
+    recorded = run.record.step(step.id)
+    title = step.title or f"step '{step.id}'"
+    mark = " (needs a GPU)" if step.needs == "gpu" else ""
+    lines = [f"## Step {index} of {count}: {step.id}{mark}", ""]
+    if isinstance(step, StopStep):
+        started = numbers.get(step.stop)
+        lines += [
+            (
+                f"**What it does:** ends the service of step {started} ({step.stop}). Go to the "
+                "terminal "
+                "where it runs and press Ctrl-C."
+            ),
+            "",
+        ]
+        return lines
+    lines += [f"**What it does:** {title.rstrip('.')}.", ""]
+    if step.env:
+        settings = " ".join(f"{name}={value}" for name, value in sorted(step.env.items()))
+        lines += [f"It runs with these environment variables set: `{settings}`.", ""]
+    if isinstance(step, StartStep):
+        ready = (
+            f"`{step.ready.url}` answers"
+            if step.ready.url
+            else f"a line matching `{step.ready.log}` appears"
+        )
+        lines += [
+            (
+                "This one starts a service that keeps running: type it in a second terminal (also "
+                "in "
+                f"`lab/`) and leave it there. It is ready when {ready}."
+            ),
+            "",
+        ]
+    lines += ["Type:", "", *_fenced(step_command(step), "bash"), ""]
+    took = duration(recorded.seconds or 0.0)
+    verb = "was ready after" if isinstance(step, StartStep) else "took"
+    lines += [f"It {verb} {took} on {machine}. Expected output (from our run):", ""]
+    lines += [*_fenced("\n".join(expected_output(run, step.id)), "text"), ""]
+    return lines
+
+
+def expected_output(run: Run, step_id: str) -> list[str]:
+    """A step's recorded output without its command line, trimmed to head and tail when long."""
+    step = run.record.step(step_id)
+    if step.transcript is None:
+        return ["(no output was recorded)"]
+    text = run.transcript(step_id)
+    head = f"{PROMPT}{step.command}\n"
+    body = text.removeprefix(head)
+    lines = body.rstrip("\n").split("\n") if body.strip() else []
+    lines = [line if len(line) <= LONG_LINE else line[:LONG_LINE] + " …" for line in lines]
+    if len(lines) > HEAD_LINES + TAIL_LINES + 1:
+        left = len(lines) - HEAD_LINES - TAIL_LINES
+        lines = [*lines[:HEAD_LINES], f"[… {left} lines left out …]", *lines[-TAIL_LINES:]]
+    return lines or ["(the step printed nothing)"]
+
+
+def _fenced(text: str, language: str) -> list[str]:
+    longest = max((len(run) for run in text.split("\n") for run in _backtick_runs(run)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{language}", text, fence]
+
+
+def _backtick_runs(line: str) -> list[str]:
+    runs, current = [], ""
+    for char in line:
+        if char == "`":
+            current += char
+        elif current:
+            runs.append(current)
+            current = ""
+    return [*runs, current] if current else runs
+
+
+def _machine(run: Run) -> str:
+    name = gpu_name(run)
+    return f"our {name}" if name else "our machine (no GPU)"
+
+
+def _lab_requirements(folder: Path) -> str | None:
+    """How to install what the lab's pyproject.toml names: its `all` extra when it has one."""
+    path = folder / "pyproject.toml"
+    if not path.is_file():
+        return None
+    import tomllib
+
+    project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+    extras = project.get("optional-dependencies", {})
+    if "all" in extras:
+        return "'.[all]'"
+    return "." if project.get("dependencies") or extras else None

@@ -1,0 +1,149 @@
+"""One page being built: its front matter, the run it shows, its lab and data, the problems found.
+
+A `PageContext` is state only; the macros that read it are in `macros.py`, and the page as a whole
+(header, structured data, rendering without HTML) in `render.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CourseError, PageError
+from ..lab.load import LoadedLab, load_lab
+from ..record.models import Run
+from ..record.quantity import ExprError, Expression, Quantity
+from ..record.store import Store
+from .choose import missing_run_message, page_run
+from .claims import ClaimResult
+from .faq import PageData, load_page_data
+from .lessons import LessonMeta
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing that stops the build: the page, the macro call and what was expected."""
+
+    page: str
+    call: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.page}: {self.call}: {self.message}"
+
+
+@dataclass
+class PageContext:
+    """One page being built: its front matter, its run, its data, and the problems found."""
+
+    root: Path
+    src: str
+    """The page's path inside docs/."""
+    meta: LessonMeta
+    raw_meta: dict[str, Any] = field(default_factory=dict)
+    url: str = ""
+    """The page's URL relative to the site root (to link assets)."""
+    site_dir: Path | None = None
+    """Where the site is written; None when only checking (figures are then not drawn)."""
+    given_run: Run | None = None
+    """The run to show instead of the chosen one (`course diff` evaluates a page on two runs)."""
+    problems: list[Problem] = field(default_factory=list)
+    placed_checks: list[str] = field(default_factory=list)
+    claim_results: list[ClaimResult] = field(default_factory=list)
+    """Every claim checked on the page, in order (for `course diff`)."""
+    reveals: dict[str, str] = field(default_factory=dict)
+    """Check id -> the measured answer a predict check reveals, as HTML (for `course diff`)."""
+    _run: Run | None = None
+    _lab: LoadedLab | None = None
+    _data: PageData | None = None
+
+    @property
+    def page(self) -> str:
+        """The page as messages name it."""
+        return f"docs/{self.src}"
+
+    def problem(self, call: str, message: str) -> None:
+        """Collect a problem; one that repeats an earlier message of the page is left out.
+
+        A missing run is reported once, at the first call that needed it, not by every call.
+        """
+        missing = missing_run_message(self.meta.lesson) if self.meta.lesson else None
+        if missing and missing in message and any(missing in p.message for p in self.problems):
+            return
+        if all(p.message != message for p in self.problems):
+            self.problems.append(Problem(self.page, call, message))
+
+    @property
+    def lesson(self) -> str:
+        """The page's lesson; PageError when its front matter names none."""
+        if not self.meta.lesson:
+            raise PageError("this page names no lesson: add `lesson: <name>` to its front matter")
+        return self.meta.lesson
+
+    @property
+    def run(self) -> Run:
+        """The run the page shows: the one given, else the one `choose.page_run` picks."""
+        if self._run is None:
+            self._run = self.given_run or page_run(
+                Store(self.root / "build"), self.lesson, self.meta.run
+            )
+        return self._run
+
+    @property
+    def lab(self) -> LoadedLab:
+        """The lesson's lab recipe."""
+        if self._lab is None:
+            self._lab = load_lab(self.root / "lab" / self.lesson / "lab.yml")
+        return self._lab
+
+    @property
+    def data(self) -> PageData:
+        """The page's checks, FAQ and glossary."""
+        if self._data is None:
+            self._data = load_page_data(self.root / "docs", self.src, self.raw_meta)
+        return self._data
+
+    def lookup(self, reference: str) -> Quantity:
+        """`step.name` of the page's run as a Quantity."""
+        step, dot, name = reference.partition(".")
+        if not dot:
+            raise ExprError(f"{reference!r} is not a recorded value (expected step.name)")
+        try:
+            recorded = self.run.value(step, name)
+        except CourseError as exc:  # a missing run or value: the claim or macro says which
+            raise ExprError(str(exc)) from None
+        if recorded.type == "str" or isinstance(recorded.value, str):
+            return Quantity(float("nan"), "none", (reference,), False, str(recorded.value))
+        return Quantity(float(recorded.value), recorded.unit, (reference,), recorded.type == "int")
+
+    def evaluate(self, expression: str) -> Quantity:
+        """An expression over recorded values that gives a value, not a condition."""
+        result = Expression.parse(expression).evaluate(self.lookup)
+        if isinstance(result, bool):
+            raise ExprError(f"{expression!r} is a condition; use claim() for conditions")
+        return result
+
+    def holds(self, condition: str) -> bool:
+        """A condition over recorded values."""
+        result = Expression.parse(condition).evaluate(self.lookup)
+        if not isinstance(result, bool):
+            raise ExprError(f"'when: {condition}' gives a number, not true or false")
+        return result
+
+    def to_root(self) -> str:
+        """The relative path from this page to the site root ('' or '../' ...)."""
+        return "../" * self.url.count("/")
+
+
+class FigureData:
+    """What a figure's draw(fig, data) may read: values by name, in a unit of its choosing."""
+
+    def __init__(self, context: PageContext) -> None:
+        self._context = context
+        self.run = context.run
+
+    def value(self, reference: str, unit: str | None = None) -> float:
+        """A recorded value (or an expression over values) as a float, optionally converted."""
+        q = self._context.evaluate(reference)
+        return q.to(unit).value if unit else q.value

@@ -1,0 +1,94 @@
+"""A lesson's pages evaluated against one run, without HTML: what `course diff` compares.
+
+Each page that names the lesson is rendered by `render.render_page` with the run given; its claims,
+its predict checks' revealed answers and the values each figure reads are collected into a
+`PageSide`. A page that could not be rendered is named in `unread`, never silently left out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..record.models import Run
+from .claims import plain_text
+from .context import FigureData, PageContext
+from .lessons import scan
+from .render import render_page
+from .widgets import load_drawer
+
+_FIGURE = re.compile(r"""figure\(\s*["']([\w-]+)["']""")
+_REFERENCE = re.compile(r"[a-z0-9][a-z0-9-]*\.[a-z_][a-z0-9_]*")
+
+
+@dataclass
+class PageSide:
+    """What the lesson's pages show with one run: claims, checks' revealed answers, figures'
+    inputs.
+    """
+
+    claims: list[tuple[str, str, str, bool, dict[str, str]]] = field(default_factory=list)
+    """(page, text, condition, holds, values read)"""
+    reveals: dict[str, str] = field(default_factory=dict)
+    """'page#check' -> the revealed measured answer as shown"""
+    figures: dict[str, list[str]] = field(default_factory=dict)
+    """'page: figure' -> the values it draws from (`step.name`)"""
+    unread: list[str] = field(default_factory=list)
+    """Pages or figures that could not be evaluated on this run, each with why."""
+
+
+class _RecordingData(FigureData):
+    """FigureData that notes every value a figure reads."""
+
+    def __init__(self, context: PageContext) -> None:
+        super().__init__(context)
+        self.read: set[str] = set()
+
+    def value(self, reference: str, unit: str | None = None) -> float:
+        self.read.update(_REFERENCE.findall(reference))
+        return super().value(reference, unit)
+
+
+def figure_inputs(root: Path, context: PageContext, name: str) -> tuple[list[str], str | None]:
+    """The values (`step.name`) a figure draws from, found by drawing it off-screen; and any
+    error.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    draw = load_drawer(root / "figures" / f"{name}.py", f"figures/{name}.py")
+    data = _RecordingData(context)
+    error = None
+    try:
+        draw(Figure(), data)
+    except Exception as exc:  # noqa: BLE001 - the author's figure script; the diff names the failure
+        error = f"{type(exc).__name__}: {exc}"
+    return sorted(data.read), error
+
+
+def evaluate_pages(root: Path, lesson: str, run: Run) -> PageSide:
+    """Claims, revealed answers and figure inputs of every page of `lesson`, against `run`."""
+    side = PageSide()
+    for entry in scan(root / "docs"):
+        if entry.meta.lesson != lesson:
+            continue
+        rendered = render_page(root, entry, run, strict=False)
+        ctx, page = rendered.context, f"docs/{entry.src}"
+        if rendered.markdown is None:
+            why = "; ".join(p.message for p in ctx.problems)
+            side.unread.append(f"{page}: not rendered on {run.run_id}: {why}")
+        for result in ctx.claim_results:
+            side.claims.append(
+                (page, result.text, result.condition, result.holds, dict(result.values))
+            )
+        for check_id, shown in ctx.reveals.items():
+            side.reveals[f"{page}#{check_id}"] = plain_text(shown)
+        for name in sorted(set(_FIGURE.findall(rendered.body))):
+            inputs, error = figure_inputs(root, ctx, name)
+            side.figures[f"{page}: {name}"] = inputs
+            if error:
+                side.unread.append(f"{page}: figure {name} failed on {run.run_id}: {error}")
+    return side

@@ -1,0 +1,143 @@
+"""Page facts, computed and never typed: reading time, hands-on time, cost, provenance, downloads.
+
+reading time   words of prose (code and terminal output left out) at 200 words a minute
+hands-on time  the record's step seconds + lab.yml's setup.install_seconds + download_seconds
+cost           hands-on hours × each price per hour of the record's GPU in docs/data/prices.yml
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from datetime import date
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import PageError
+from ..lab.load import LoadedLab
+from ..record.models import Run
+from .format import day, money
+
+WORDS_PER_MINUTE = 200
+PRICES_FILE = Path("docs/data/prices.yml")
+# fences may be indented (a listing inside an admonition)
+_CODE = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?^[ \t]*\1\s*$", re.MULTILINE | re.DOTALL)
+_PRE = re.compile(r"<pre\b.*?</pre>", re.DOTALL | re.IGNORECASE)
+_HIDDEN = re.compile(r"<(script|style)\b.*?</\1>", re.DOTALL | re.IGNORECASE)
+_TAG = re.compile(r"<[^>]+>")
+_WORD = re.compile(r"[A-Za-z0-9][\w'’.,-]*")
+
+
+class Price(BaseModel):
+    """One public price per GPU-hour, with where and when it was read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: str
+    """Who rents the GPU at this price."""
+    offer: str = ""
+    """The offer's name, such as an instance type."""
+    per_hour: float = Field(gt=0)
+    """Price of one GPU for one hour."""
+    currency: str = "USD"
+    """ISO currency code."""
+    date: date
+    """When the price was read."""
+    source: str
+    """Where the price was read (a URL)."""
+
+
+class Prices(BaseModel):
+    """docs/data/prices.yml: prices per GPU name, as the record's host.gpu.name spells it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpus: dict[str, list[Price]]
+
+
+def load_prices(root: Path) -> Prices:
+    """Read the price file; PageError naming the file and every problem in it."""
+    path = root / PRICES_FILE
+    if not path.is_file():
+        return Prices(gpus={})
+    try:
+        return Prices.model_validate(
+            yaml.safe_load(path.read_text(encoding="utf-8")) or {"gpus": {}}
+        )
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise PageError(f"{PRICES_FILE}: not a price file: {exc}") from None
+
+
+def prose_words(markdown: str) -> int:
+    """Words a reader reads: fenced code, <pre> blocks, scripts and tags left out."""
+    text = _CODE.sub(" ", markdown)
+    text = _PRE.sub(" ", text)
+    text = _HIDDEN.sub(" ", text)
+    text = _TAG.sub(" ", text)
+    return len(_WORD.findall(text))
+
+
+def reading_minutes(words: int) -> int:
+    """Minutes to read that many words, rounded up, at least one."""
+    return max(1, math.ceil(words / WORDS_PER_MINUTE))
+
+
+def hands_on_seconds(run: Run, lab: LoadedLab | None) -> tuple[float, float, float]:
+    """(steps, installs, downloads) in seconds: recorded step time plus the lab's declared
+    set-up.
+    """
+    steps = sum(s.seconds or 0.0 for s in run.record.steps)
+    if lab is None:
+        return steps, 0.0, 0.0
+    return steps, lab.lab.setup.install_seconds, lab.lab.setup.download_seconds
+
+
+def gpu_name(run: Run) -> str | None:
+    """The GPU the run used, as recorded (host.gpu.name), or None for a run without one."""
+    gpu = run.record.host.gpu
+    if gpu is None or not gpu.name:
+        return None
+    return gpu.name if gpu.count == 1 else f"{gpu.count} × {gpu.name}"
+
+
+def cost_text(prices: Prices, gpu: str | None, seconds: float) -> tuple[str, list[Price]]:
+    """The GPU's price per hour and the lab's cost at it, as a range where there are several."""
+    if gpu is None:
+        return "no GPU was used: the lab runs on any machine", []
+    base = gpu.split(" × ")[-1]
+    count = int(gpu.split(" × ")[0]) if " × " in gpu else 1
+    found = prices.gpus.get(base, [])
+    if not found:
+        return f"no price on file for {base} (add one to {PRICES_FILE})", []
+    currency = found[0].currency
+    rates = sorted(p.per_hour * count for p in found if p.currency == currency)
+    hours = seconds / 3600
+    if len(rates) == 1 or rates[0] == rates[-1]:
+        rate = f"{money(rates[0], currency)} per hour"
+        cost = money(rates[0] * hours, currency)
+    else:
+        rate = f"{money(rates[0], currency)}–{money(rates[-1], currency)} per hour"
+        cost = f"{money(rates[0] * hours, currency)}–{money(rates[-1] * hours, currency)}"
+    return f"{rate}, so the hands-on part costs {cost}", found
+
+
+def checked_on(run: Run) -> str:
+    """'29 November 2026' from the run's start time."""
+    return day(run.record.started)
+
+
+def engine_text(run: Run) -> str:
+    """The engine packages and versions as recorded, or a line saying there were none."""
+    parts = [
+        f"{name} {version or '(not installed)'}"
+        for name, version in sorted(run.record.engine.items())
+    ]
+    return ", ".join(parts) if parts else "no engine packages"
+
+
+def fact_row(label: str, value: str) -> str:
+    """One fact of the page header."""
+    return f"<div><dt>{html.escape(label)}</dt><dd>{value}</dd></div>"

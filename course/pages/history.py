@@ -1,0 +1,78 @@
+"""The macros that describe runs rather than values: how the outputs were made, every run so far."""
+
+from __future__ import annotations
+
+import html
+
+from ..errors import CourseError
+from ..record.store import Store
+from . import facts
+from .context import PageContext
+from .format import recorded as shown_value
+from .macros import macro
+
+
+@macro
+def provenance(ctx: PageContext) -> str:
+    """One sentence on how the outputs were made: date, machine, versions, run id."""
+    run = ctx.run
+    gpu = facts.gpu_name(run) or "a machine without a GPU"
+    host = run.record.host
+    details = []
+    if host.gpu is not None:
+        details += [f"driver {host.gpu.driver}"] if host.gpu.driver else []
+        details += [f"CUDA {host.gpu.cuda}"] if host.gpu.cuda else []
+    details += [f"Python {host.python}"] if host.python else []
+    article = "an " if gpu.startswith("NVIDIA") else ""
+    return (
+        f'<span class="course-provenance" data-source="{html.escape(run.run_id)}">The outputs on '
+        f"this page were recorded by <code>course run {html.escape(ctx.lesson)}</code> on "
+        f"{facts.checked_on(run)} on {article}{html.escape(gpu)} "
+        f"({html.escape(', '.join(details))}) with {html.escape(facts.engine_text(run))}; "
+        f"run <code>{html.escape(run.run_id)}</code>.</span>"
+    )
+
+
+@macro
+def run_history(ctx: PageContext, headline: list[str] | dict[str, str] | None = None) -> str:
+    """Every recorded run of the lesson: date, GPU, engine versions and headline values side by
+    side.
+
+    `headline` lists values (`step.name`), or maps a column label to each.
+    """
+    runs = Store(ctx.root / "build").runs(ctx.lesson)
+    if isinstance(headline, dict):
+        labelled = {html.escape(label): name for label, name in headline.items()}
+    else:
+        labelled = {f"<code>{html.escape(n)}</code>": n for n in headline or []}
+    names = list(labelled.values())
+    for name in names:  # an unknown headline value is the author's typo: say so
+        ctx.lookup(name)
+    head = ["run", "date", "status", "GPU", "engine", *labelled]
+    rows = []
+    for run in reversed(runs):
+        this = " (this page)" if run.run_id == ctx.run.run_id else ""
+        cells = [
+            f"<code>{html.escape(run.run_id)}</code>{this}",
+            html.escape(facts.checked_on(run)),
+            html.escape(run.record.status),
+            html.escape(facts.gpu_name(run) or "no GPU"),
+            html.escape(facts.engine_text(run)),
+        ]
+        for name in names:
+            step, value_name = name.split(".", 1)
+            try:
+                found = run.value(step, value_name)
+            except CourseError:
+                cells.append("—")
+                continue
+            source = html.escape(f"{run.run_id}/{name}", quote=True)
+            text = html.escape(shown_value(found.value, found.unit))
+            cells.append(f'<span class="course-value" data-source="{source}">{text}</span>')
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    header = "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
+    return (
+        '<div class="course-history md-typeset__scrollwrap" tabindex="0" role="region" '
+        'aria-label="Run history"><div class="md-typeset__table"><table>'
+        f"<thead>{header}</thead><tbody>{''.join(rows)}</tbody></table></div></div>"
+    )

@@ -1,0 +1,267 @@
+"""The macros a page calls, as a registry: name -> function of the page's context.
+
+mkdocs-macros (through `plugin.py`) and the HTML-less renderer (`render.py`) bind the same
+functions to a page. A macro never raises: a problem (unknown value, missing record, failing
+claim...) is collected with the page and the call, a visible marker takes its place, and the build
+fails once, listing them all. Only the project's own errors are turned into page problems; any
+other exception is a bug and propagates.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import jinja2
+import markdown as md  # type: ignore[import-untyped]
+from pydantic import ValidationError
+
+from ..errors import CourseError, PageError
+from ..lab.files import lab_files
+from ..record.quantity import ExprError
+from .checks import ShownCheck, ShownOption, check_html
+from .claims import check_claim, claim_html
+from .context import FigureData, PageContext
+from .faq import glossary_html
+from .format import format_number
+from .widgets import (
+    WidgetError,
+    draw_figure,
+    figure_html,
+    listing_markdown,
+    load_drawer,
+    select_lines,
+    split_transcript,
+    terminal_html,
+)
+from .widgets import (
+    line_count as count_lines,
+)
+
+Macro = Callable[..., str]
+F = TypeVar("F", bound=Callable[..., str])
+MACROS: dict[str, Macro] = {}
+"""Macro name -> function(ctx, *args, **kwargs)."""
+ANSWERABLE = (CourseError, ValidationError)
+"""What a macro turns into a page problem: the project's errors and invalid page data."""
+
+
+def call_text(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """A macro call as a problem names it: `value('a.b', decimals=2)`."""
+    shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items() if k != "caller"]
+    return f"{name}({', '.join(shown)})"
+
+
+def macro(func: F) -> F:
+    """Register a macro; the project's errors it raises become collected problems."""
+
+    @functools.wraps(func)
+    def wrapper(ctx: PageContext, *args: Any, **kwargs: Any) -> str:
+        try:
+            return func(ctx, *args, **kwargs)
+        except ANSWERABLE as exc:
+            message = str(exc).strip()
+            ctx.problem(call_text(func.__name__, args, kwargs), message)
+            name, shown = html.escape(func.__name__), html.escape(message)
+            return f'<span class="course-error">[{name}: {shown}]</span>'
+
+    MACROS[func.__name__] = wrapper
+    return wrapper  # type: ignore[return-value]
+
+
+def bound(ctx: PageContext) -> dict[str, Callable[..., str]]:
+    """The macros bound to one page."""
+    return {name: functools.partial(func, ctx) for name, func in MACROS.items()}
+
+
+def inline(markdown_text: str) -> str:
+    """Markdown of one paragraph as inline HTML (the <p> removed)."""
+    rendered = str(md.markdown(markdown_text, extensions=["attr_list", "md_in_html"])).strip()
+    if rendered.startswith("<p>") and rendered.endswith("</p>") and rendered.count("<p>") == 1:
+        return rendered[3:-4]
+    return rendered
+
+
+_TEXT_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+
+
+def render_text(ctx: PageContext, text: str) -> str:
+    """A string from the data file with its macros run and its Markdown made inline HTML."""
+    return inline(_TEXT_ENV.from_string(text).render(**bound(ctx)))
+
+
+def _int_option(name: str, given: object) -> int:
+    if isinstance(given, bool) or not isinstance(given, (int, str)):
+        raise PageError(f"{name}={given!r}: expected a whole number, such as {name}=2")
+    try:
+        return int(given)
+    except ValueError:
+        raise PageError(f"{name}={given!r}: expected a whole number, such as {name}=2") from None
+
+
+@macro
+def value(
+    ctx: PageContext, expression: str, unit: str | None = None, decimals: int | None = None,
+    percent: bool = False, times: bool = False, show_unit: bool = True, separators: bool = True,
+) -> str:  # fmt: skip
+    """A recorded value (or arithmetic on values), formatted, inside a span naming its sources."""
+    q = ctx.evaluate(expression)
+    if q.text is not None:
+        shown = html.escape(q.text)
+    else:
+        if unit is not None:
+            if q.unit == "none":
+                raise ExprError(f"{expression!r} has no unit to convert to {unit}")
+            q = q.to(unit)
+        number = q.value
+        suffix = "" if q.unit == "none" or not show_unit else f"\u00a0{q.unit}"
+        if percent:
+            if q.unit not in ("none", "%"):
+                raise ExprError(f"{expression!r} is in {q.unit}; percent needs a ratio (a / b)")
+            number = number * 100 if q.unit == "none" else number
+            suffix = "\u00a0%"
+        if times:
+            suffix = "\u00a0×"
+        if decimals is None:
+            places = 0 if abs(number - round(number)) < 1e-9 else 1
+        else:
+            places = _int_option("decimals", decimals)
+        shown = format_number(number, places, separators) + suffix
+    sources = " ".join(f"{ctx.run.run_id}/{s}" for s in q.sources)
+    expr = ""
+    if q.sources != (expression.strip(),):
+        expr = f' data-expr="{html.escape(expression, quote=True)}"'
+    source = html.escape(sources, quote=True)
+    return f'<span class="course-value" data-source="{source}"{expr}>{shown}</span>'
+
+
+@macro
+def terminal(ctx: PageContext, step: str, lines: str | None = None) -> str:
+    """A step's prompt, command and recorded output as a terminal (optionally some lines only)."""
+    recorded = ctx.run.record.step(step)
+    output = split_transcript(ctx.run.transcript(step), recorded.command)
+    keep = select_lines(lines, len(output))
+    source = f"{ctx.run.run_id}/{step}"
+    return terminal_html(recorded.command, output, keep, source, recorded.title or step)
+
+
+def _lab_file(ctx: PageContext, name: str) -> str:
+    folder = (ctx.root / "lab" / ctx.lesson).resolve()
+    path = (folder / name).resolve()
+    if folder not in path.parents or not path.is_file():
+        files = ", ".join(lab_files(folder)) if folder.is_dir() else "no lab folder"
+        raise WidgetError(f"no file '{name}' in lab/{ctx.lesson}/ (its files: {files})")
+    return path.read_text(encoding="utf-8")
+
+
+@macro
+def listing(ctx: PageContext, file: str) -> str:
+    """A lab file in full, highlighted, titled with its line count, with a copy button."""
+    return listing_markdown(_lab_file(ctx, file), file)
+
+
+@macro
+def line_count(ctx: PageContext, file: str) -> str:
+    """A lab file's length for prose: '49 lines'."""
+    count = count_lines(_lab_file(ctx, file))
+    noun = "line" if count == 1 else "lines"
+    source = html.escape(f"lab/{ctx.lesson}/{file}", quote=True)
+    return f'<span class="course-value" data-source="{source}">{count:,} {noun}</span>'
+
+
+@macro
+def figure(ctx: PageContext, name: str, alt: str | None = None, caption: str = "") -> str:
+    """A chart from figures/<name>.py drawn with the run's values; alt text is required."""
+    if not alt or not alt.strip():
+        raise WidgetError(
+            f'figure \'{name}\' needs alt text: figure("{name}", alt="what it shows", caption=...)'
+        )
+    draw = load_drawer(ctx.root / "figures" / f"{name}.py", f"figures/{name}.py")
+    source = f"{ctx.run.run_id}/figures/{name}"
+    if ctx.site_dir is None:
+        return f'<figure class="course-figure" data-source="{html.escape(source)}"></figure>'
+    target = f"assets/figures/{ctx.lesson}/{name}"
+    try:
+        drawn = draw_figure(draw, FigureData(ctx), ctx.site_dir, target)
+    except ANSWERABLE:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the author's figure script may raise anything
+        raise WidgetError(f"figures/{name}.py failed: {type(exc).__name__}: {exc}") from None
+    base = ctx.to_root()
+    shown_caption = inline(caption) if caption else ""
+    return figure_html(
+        base + drawn.svg, base + drawn.png, alt, shown_caption, drawn.width, drawn.height, source
+    )
+
+
+@macro
+def check(ctx: PageContext, check_id: str) -> str:
+    """A knowledge check or a predict-then-measure check declared in the page's data."""
+    if check_id not in ctx.data.checks:
+        known = ", ".join(ctx.data.checks) or "none declared"
+        raise WidgetError(f"no check '{check_id}' in the page's data file (checks: {known})")
+    if check_id in ctx.placed_checks:
+        raise WidgetError(f"check '{check_id}' is placed twice")
+    ctx.placed_checks.append(check_id)
+    spec = ctx.data.checks[check_id]
+    rights = [o.right for o in spec.options]
+    if all(o.when is not None for o in spec.options):
+        rights = [ctx.holds(o.when or "") for o in spec.options]
+        if sum(rights) != 1:
+            held = [o.text for o, r in zip(spec.options, rights, strict=True) if r] or ["none"]
+            raise WidgetError(
+                f"check '{check_id}' needs exactly one option whose 'when' holds for run "
+                f"{ctx.run.run_id}; holding: {'; '.join(held)}"
+            )
+    options = [
+        ShownOption(render_text(ctx, o.text), render_text(ctx, o.why), r)
+        for o, r in zip(spec.options, rights, strict=True)
+    ]
+    measured = ""
+    if spec.measured:
+        measured = MACROS["value"](
+            ctx, spec.measured, unit=spec.unit, decimals=spec.decimals, percent=spec.percent
+        ) + html.escape(spec.suffix)
+        ctx.reveals[check_id] = measured
+    note = render_text(ctx, spec.note) if spec.note else ""
+    shown = ShownCheck(
+        check_id, spec.kind, render_text(ctx, spec.question), options, measured, note
+    )
+    return check_html(shown)
+
+
+@macro
+def claim(
+    ctx: PageContext,
+    condition: str,
+    text: str | None = None,
+    caller: Callable[[], str] | None = None,
+) -> str:
+    """A sentence tied to a condition over values; the build fails when the condition is false."""
+    inner = caller() if caller is not None else text
+    if inner is None:
+        raise WidgetError(
+            "a claim needs its sentence: claim(condition, text) or {% call claim(...) %}"
+        )
+    result = check_claim(condition, inner, ctx.lookup)
+    ctx.claim_results.append(result)
+    if not result.holds:
+        ctx.problem(f"claim({condition!r})", result.message())
+    return claim_html(result, inner)
+
+
+@macro
+def faq(ctx: PageContext, level: int = 3) -> str:
+    """The page's questions people ask, each a heading and a short answer."""
+    return "\n\n".join(
+        f"{'#' * level} {entry.q}\n\n{render_text(ctx, entry.a)}" for entry in ctx.data.faq
+    )
+
+
+@macro
+def glossary(ctx: PageContext) -> str:
+    """The page's glossary as a definition list."""
+    terms = [(term, render_text(ctx, text)) for term, text in ctx.data.glossary.items()]
+    return glossary_html(terms)

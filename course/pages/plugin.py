@@ -1,0 +1,127 @@
+"""The glue between mkdocs and the pages: the macros' `define_env`, and mkdocs hooks.
+
+`macros/__init__.py` re-exports `define_env` and `on_post_page_macros`; `macros/hooks.py`
+re-exports the mkdocs hooks. Problems found while rendering are collected in `STATE` and, once
+every page has been rendered (`on_env`), the build stops with all of them; under `course serve`
+(COURSE_LENIENT=1) they are logged and the marked page is served.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mkdocs.exceptions import PluginError
+
+from .context import PageContext, Problem
+from .facts import prose_words
+from .lessons import LessonMeta, navigation
+from .macros import MACROS
+from .render import finish, structured_data
+
+log = logging.getLogger("mkdocs.course")
+LENIENT = "COURSE_LENIENT"
+
+
+@dataclass
+class BuildState:
+    """The pages of one build and the problems they found."""
+
+    pages: dict[str, PageContext] = field(default_factory=dict)
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Every problem of every page, in page order."""
+        return [p for ctx in self.pages.values() for p in ctx.problems]
+
+
+STATE = BuildState()
+
+
+def report(problems: list[Problem]) -> str:
+    """All problems as one message, grouped by page."""
+    pages = sorted({p.page for p in problems})
+    noun = "problem" if len(problems) == 1 else "problems"
+    lines = [f"{len(problems)} {noun} in {len(pages)} page{'s' if len(pages) != 1 else ''}:"]
+    for page in pages:
+        lines.append(f"{page}:")
+        lines += [f"  - {p.call}: {p.message}" for p in problems if p.page == page]
+    return "\n".join(lines)
+
+
+def context_for(env: Any) -> PageContext:
+    """The PageContext of the page mkdocs-macros is rendering now."""
+    page = env.page
+    src = page.file.src_uri
+    ctx = STATE.pages.get(src)
+    if ctx is None:
+        config = env.conf
+        ctx = PageContext(
+            root=Path(config.config_file_path).resolve().parent,
+            src=src,
+            meta=LessonMeta.model_validate(page.meta or {}),
+            raw_meta=dict(page.meta or {}),
+            url=page.url,
+            site_dir=Path(config.site_dir),
+        )
+        STATE.pages[src] = ctx
+    return ctx
+
+
+def define_env(env: Any) -> None:
+    """mkdocs-macros entry point: expose every registered macro, bound to the current page."""
+
+    def bind(name: str) -> Any:
+        method = MACROS[name]
+
+        def call(*args: Any, **kwargs: Any) -> str:
+            return method(context_for(env), *args, **kwargs)
+
+        call.__name__ = name
+        call.__doc__ = method.__doc__
+        return call
+
+    for name in MACROS:
+        env.macro(bind(name), name)
+
+
+def on_post_page_macros(env: Any) -> None:
+    """After a page's macros: add the lesson header and the page's structured data."""
+    ctx = context_for(env)
+    words = prose_words(env.markdown)
+    env.markdown = finish(ctx, env.markdown)
+    data = structured_data(ctx, words)
+    if data:
+        env.page.meta["course_jsonld"] = data
+
+
+# -- mkdocs hooks (macros/hooks.py) --------------------------------------------------------
+
+
+def on_config(config: Any) -> Any:
+    """Build the navigation from the lesson registry (parts and lessons in order)."""
+    if not config.get("nav"):
+        config["nav"] = navigation(Path(config["docs_dir"]))
+    return config
+
+
+def on_pre_build(config: Any) -> None:
+    """Start a build with no pages and no problems."""
+    STATE.pages.clear()
+
+
+def on_env(env: Any, config: Any, files: Any) -> Any:
+    """Every page is rendered: stop the build with all problems found, or log them when
+    previewing.
+    """
+    problems = STATE.problems
+    if problems:
+        if os.environ.get(LENIENT):
+            for line in report(problems).splitlines():
+                log.warning(line)
+        else:
+            raise PluginError(report(problems))
+    return env

@@ -1,0 +1,115 @@
+"""A page as a whole: its macros rendered against a run, its header, its structured data.
+
+`render_page` is the one way a page's macros are run without mkdocs: `course check`, `course diff`
+and the packaging all call it; the mkdocs build runs the same macros through `plugin.py` and
+finishes each page with the same `finish`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from ..record.models import Run
+from . import facts
+from . import history as _history  # noqa: F401 - registers provenance() and run_history()
+from .claims import plain_text
+from .context import PageContext
+from .faq import jsonld
+from .format import iso_duration
+from .header import lesson_header
+from .lessons import PageEntry, page_url, read_meta
+from .macros import ANSWERABLE, MACROS, bound, render_text
+
+
+@dataclass
+class RenderedPage:
+    """A page's macros run: its context (problems, claims, reveals) and its Markdown, if it
+    rendered.
+    """
+
+    context: PageContext
+    markdown: str | None
+    body: str
+    """The page's source after the front matter."""
+
+
+def render_page(
+    root: Path, entry: PageEntry, run: Run | None = None, strict: bool = True
+) -> RenderedPage:
+    """Run a page's macros (without HTML) against its chosen run, or the run given.
+
+    A template error is collected as a problem of the page (with its line), never skipped.
+    """
+    docs = root / "docs"
+    meta, raw, body = read_meta(docs / entry.src, f"docs/{entry.src}")
+    ctx = PageContext(root, entry.src, meta, raw, page_url(entry.src), None, given_run=run)
+    undefined = jinja2.StrictUndefined if strict else jinja2.Undefined
+    env = jinja2.Environment(undefined=undefined, autoescape=False)
+    page = {"meta": raw, "title": entry.title, "url": ctx.url}
+    try:
+        text = env.from_string(body).render(page=page, config={}, **bound(ctx))
+    except jinja2.TemplateError as exc:
+        line = getattr(exc, "lineno", None)
+        where = f"line {line} (after the front matter)" if line else "(template)"
+        ctx.problem(where, f"{type(exc).__name__}: {exc}{hint(str(exc))}")
+        return RenderedPage(ctx, None, body)
+    return RenderedPage(ctx, finish(ctx, text), body)
+
+
+def hint(error: str) -> str:
+    """For an unknown name in a page, the macro it was probably meant to be."""
+    match = re.match(r"'(\w+)' is undefined", error)
+    if not match:
+        return ""
+    close = difflib.get_close_matches(match.group(1), list(MACROS), n=1)
+    known = f"did you mean {close[0]}()? " if close else ""
+    return f" ({known}macros: {', '.join(MACROS)})"
+
+
+def finish(ctx: PageContext, markdown: str) -> str:
+    """After the macros ran: report unplaced checks and put the lesson header on top."""
+    if not ctx.meta.lesson:
+        return markdown
+    try:
+        first = next((line for line in markdown.splitlines() if line.strip()), "")
+        if first.startswith("# "):
+            ctx.problem(
+                first.strip(),
+                "a lesson page's header already holds its title (front matter `title:`); "
+                "start the page without a '# ' heading",
+            )
+        for check_id in ctx.data.checks:
+            if check_id not in ctx.placed_checks:
+                ctx.problem(
+                    f'check("{check_id}")',
+                    "declared in the page's data but never placed on the page",
+                )
+        return lesson_header(ctx, markdown) + "\n\n" + markdown
+    except ANSWERABLE as exc:
+        ctx.problem("(page header)", str(exc))
+        return markdown
+
+
+def structured_data(ctx: PageContext, words: int) -> str:
+    """The page's JSON-LD: a LearningResource, plus FAQPage when it has questions."""
+    if not ctx.meta.lesson:
+        return ""
+    try:
+        steps, install, download = facts.hands_on_seconds(ctx.run, ctx.lab)
+        faq = [(e.q, plain_text(render_text(ctx, e.a))) for e in ctx.data.faq]
+        seconds = steps + install + download + 60 * facts.reading_minutes(words)
+        return jsonld(
+            ctx.meta.title or ctx.lesson,
+            ctx.meta.summary or "",
+            iso_duration(seconds),
+            ctx.run.record.started[:10],
+            faq,
+        )
+    except ANSWERABLE as exc:
+        ctx.problem("(structured data)", str(exc))
+        return ""

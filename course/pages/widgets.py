@@ -1,0 +1,180 @@
+"""The page's recorded blocks: a step's terminal, a lab file's listing, a figure drawn from values.
+
+Each function takes what it shows (text, a path, a drawing function) and returns HTML or
+Markdown; reading the record is the caller's job (`course.pages`).
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import PageError
+from ..record.models import PROMPT
+
+LANGUAGES = {
+    ".py": "python",
+    ".yml": "yaml",
+    ".yaml": "yaml",
+    ".toml": "toml",
+    ".sh": "bash",
+    ".json": "json",
+    ".md": "markdown",
+    ".txt": "text",
+    ".cfg": "ini",
+    ".ini": "ini",
+}
+_RANGE = re.compile(r"^\s*(\d*)\s*(?:-\s*(\d*)\s*)?$")
+
+
+class WidgetError(PageError):
+    """A block that cannot be made; the message says what was expected."""
+
+
+def select_lines(spec: str | None, count: int) -> list[int]:
+    """0-based indices of the output lines a spec like "1-12", "1-3,20-" or "5" keeps."""
+    if spec is None:
+        return list(range(count))
+    keep: set[int] = set()
+    for part in str(spec).split(","):
+        match = _RANGE.match(part)
+        if not match or (not match.group(1) and not match.group(2) and "-" not in part):
+            raise WidgetError(
+                f"lines={spec!r}: '{part}' is not a line or a range like 3-10, 3- or -10"
+            )
+        first = int(match.group(1)) if match.group(1) else 1
+        last = int(match.group(2)) if match.group(2) else (first if "-" not in part else count)
+        if first < 1 or last > count or first > last:
+            raise WidgetError(
+                f"lines={spec!r}: '{part.strip()}' is outside the output's {count} lines"
+            )
+        keep.update(range(first - 1, last))
+    return sorted(keep)
+
+
+def split_transcript(transcript: str, command: str) -> list[str]:
+    """The output lines of a transcript (the prompt and the command removed)."""
+    head = f"{PROMPT}{command}\n"
+    body = transcript[len(head) :] if transcript.startswith(head) else transcript.split("\n", 1)[-1]
+    lines = body.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def terminal_html(command: str, output: list[str], keep: list[int], source: str, title: str) -> str:
+    """A terminal block: prompt, command, the kept output lines, and a mark where lines were left
+    out.
+    """
+    out: list[str] = []
+    previous = -1
+    for index in keep:
+        if index != previous + 1:
+            out.append(_gap(index - previous - 1))
+        out.append(html.escape(output[index]))
+        previous = index
+    if output and previous != len(output) - 1:
+        out.append(_gap(len(output) - 1 - previous))
+    command_html = html.escape(command).replace("\n", "\n" + " " * len(PROMPT))
+    body = "\n".join(out)
+    label = html.escape(f"Terminal: {title}", quote=True)
+    return (
+        f'<div class="course-terminal" role="group" aria-label="{label}" '
+        f'data-source="{html.escape(source, quote=True)}">'
+        f'<pre tabindex="0"><span class="course-terminal__prompt" '
+        f'aria-hidden="true">{html.escape(PROMPT)}</span>'
+        f'<kbd class="course-terminal__command">{command_html}</kbd>\n'
+        f'<samp class="course-terminal__output">{body}</samp></pre></div>'
+    )
+
+
+def _gap(count: int) -> str:
+    noun = "line" if count == 1 else "lines"
+    return f'<span class="course-terminal__gap">[… {count} {noun} left out …]</span>'
+
+
+def line_count(text: str) -> int:
+    """Lines in a file as an editor numbers them."""
+    return len(text.splitlines())
+
+
+def listing_markdown(text: str, name: str) -> str:
+    """A lab file in full as a fenced, highlighted block (Material adds its copy button)."""
+    fence = "`" * max(3, _longest_run(text, "`") + 1)
+    language = LANGUAGES.get(Path(name).suffix.lower(), "text")
+    lines = line_count(text)
+    noun = "line" if lines == 1 else "lines"
+    body = text if text.endswith("\n") else text + "\n"
+    title = f"{name} · {lines:,} {noun}".replace('"', "'")
+    return f'\n{fence}{language} title="{title}"\n{body}{fence}\n'
+
+
+def _longest_run(text: str, char: str) -> int:
+    runs = re.findall(f"{re.escape(char)}+", text)
+    return max((len(r) for r in runs), default=0)
+
+
+@dataclass
+class Drawn:
+    """The files a figure was drawn into, relative to the site root."""
+
+    svg: str
+    png: str
+    width: int
+    height: int
+
+
+def load_drawer(path: Path, shown: str) -> Callable[..., Any]:
+    """The `draw(fig, data)` function of `figures/<name>.py`."""
+    if not path.is_file():
+        raise WidgetError(f"no file {shown} (expected a figure module defining draw(fig, data))")
+    spec = importlib.util.spec_from_file_location(f"course_figure_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise WidgetError(f"cannot load {shown}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    draw = getattr(module, "draw", None)
+    if not callable(draw):
+        raise WidgetError(f"{shown} defines no function draw(fig, data)")
+    return draw  # type: ignore[no-any-return]
+
+
+def draw_figure(draw: Callable[..., Any], data: Any, site_dir: Path, rel_stem: str) -> Drawn:
+    """Draw a figure with matplotlib (Agg, default style) into `<site>/<rel_stem>.svg` and
+    `.png`.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()
+        matplotlib.rcParams.update(
+            {"svg.hashsalt": "course", "svg.fonttype": "path", "font.size": 10}
+        )
+        fig = Figure(figsize=(7.0, 3.6), layout="constrained")
+        draw(fig, data)
+        target = site_dir / rel_stem
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(target.with_suffix(".svg"), format="svg", metadata={"Date": None})
+        fig.savefig(target.with_suffix(".png"), format="png", dpi=150, metadata={"Software": None})
+        width, height = (int(v * 96) for v in fig.get_size_inches())
+    return Drawn(f"{rel_stem}.svg", f"{rel_stem}.png", width, height)
+
+
+def figure_html(
+    src: str, png: str, alt: str, caption: str, width: int, height: int, source: str
+) -> str:
+    """A figure with its alt text and caption; the PNG is named for the PDF and the zip."""
+    return (
+        f'<figure class="course-figure" data-source="{html.escape(source, quote=True)}">'
+        f'<img src="{html.escape(src, quote=True)}" data-png="{html.escape(png, quote=True)}" '
+        f'alt="{html.escape(alt, quote=True)}" width="{width}" height="{height}" loading="lazy">'
+        f"<figcaption>{caption}</figcaption></figure>"
+    )

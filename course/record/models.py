@@ -1,0 +1,191 @@
+"""The record's shapes: run.json as typed models (host, GPU, engine, steps, values with units), and
+`Run`.
+
+A run lives in `build/<lesson>/<run-id>/`: `run.json`, one transcript per step under `steps/`, the
+files steps kept under `files/<step>/`. The record is plain JSON and text, readable without this
+package (RECORD.md describes it).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import RecordError
+
+FORMAT = 1
+PROMPT = "lab $ "
+"""What a transcript shows before each command, as a terminal would."""
+StepStatus = Literal["ok", "reused", "failed", "skipped", "not-run"]
+RunStatus = Literal["running", "ok", "partial", "failed"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Value(_Model):
+    """A captured value with its type and unit."""
+
+    value: int | float | str
+    type: Literal["int", "float", "str"]
+    unit: str
+
+
+class KeptFile(_Model):
+    """A file a step produced, kept in the record under `files/<step>/<path>`."""
+
+    path: str
+    bytes: int
+    sha256: str
+
+
+class HashParts(_Model):
+    """What a step's hash is made of, so a re-run can say what changed."""
+
+    definition: str
+    inputs: dict[str, str]
+    engine: dict[str, str | None]
+    gpu: str
+
+
+class Gpu(_Model):
+    """The first GPU of the host, as nvidia-smi reports it."""
+
+    name: str
+    memory_mib: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    count: int = 1
+
+
+class Setup(_Model):
+    """What `--setup` installed before the steps, and how long it took."""
+
+    seconds: float
+    requirements: list[str] = []
+    installer: str | None = None
+
+
+class HostFacts(_Model):
+    """The machine a run happened on."""
+
+    gpu: Gpu | None = None
+    cpu: str | None = None
+    os: str | None = None
+    python: str | None = None
+    machine: str | None = None
+    setup: Setup | None = None
+
+
+class StepRecord(_Model):
+    """One step of a run."""
+
+    id: str
+    kind: Literal["run", "start", "stop"]
+    title: str | None = None
+    command: str
+    needs: str | None = None
+    status: StepStatus
+    exit_code: int | None = None
+    seconds: float | None = None
+    started: str | None = None
+    values: dict[str, Value] = {}
+    files: list[KeptFile] = []
+    transcript: str | None = None
+    hash: str
+    hash_parts: HashParts
+    reused_from: str | None = None
+    error: str | None = None
+
+
+class Failure(_Model):
+    """Why a run stopped."""
+
+    step: str | None
+    message: str
+
+
+class Record(_Model):
+    """The whole of run.json."""
+
+    format: int = FORMAT
+    lesson: str
+    title: str
+    run_id: str
+    status: RunStatus
+    started: str
+    ended: str | None = None
+    seconds: float | None = None
+    lab_file: str
+    host: HostFacts
+    engine: dict[str, str | None]
+    options: dict[str, Any] = {}
+    steps: list[StepRecord] = Field(default_factory=list)
+    failure: Failure | None = None
+
+    def step(self, step_id: str) -> StepRecord:
+        """The step with this id; RecordError naming the run otherwise."""
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        known = ", ".join(s.id for s in self.steps)
+        raise RecordError(
+            f"run {self.run_id} of '{self.lesson}' has no step '{step_id}' (steps: {known})"
+        )
+
+
+class Run:
+    """A finished run on disk: its record and its folder."""
+
+    def __init__(self, record: Record, folder: Path) -> None:
+        self.record = record
+        self.folder = folder
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.record.run_id
+
+    @property
+    def good(self) -> bool:
+        """Whether every step succeeded (ran or was reused)."""
+        return self.record.status == "ok"
+
+    def value(self, step_id: str, name: str) -> Value:
+        """A captured value; RecordError naming the run, the step and the known values otherwise."""
+        step = self.record.step(step_id)
+        if name not in step.values:
+            known = ", ".join(sorted(step.values)) or "none"
+            raise RecordError(
+                f"run {self.run_id}: step '{step_id}' captured no value '{name}' (its values: "
+                f"{known})"
+            )
+        return step.values[name]
+
+    def transcript(self, step_id: str) -> str:
+        """A step's transcript as recorded."""
+        step = self.record.step(step_id)
+        if step.transcript is None:
+            raise RecordError(
+                f"run {self.run_id}: step '{step_id}' has no transcript ({step.status})"
+            )
+        return (self.folder / step.transcript).read_text(encoding="utf-8")
+
+    def kept_file(self, step_id: str, path: str) -> Path:
+        """Where a file a step kept lies in the record."""
+        return self.folder / "files" / step_id / path
+
+    def __repr__(self) -> str:
+        return f"Run({self.run_id!r}, {self.record.status})"
+
+
+_RUN_ID = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{6}Z-[a-z0-9-]+$")
+
+
+def is_run_id(text: str) -> bool:
+    """Whether a string has the shape of a run id."""
+    return bool(_RUN_ID.match(text))

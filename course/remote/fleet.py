@@ -1,0 +1,365 @@
+"""`course run --all`: every lesson, one after another here (or on one host), or as SkyPilot
+managed jobs.
+
+SkyPilot does the provisioning, the scheduling and the retries after a preemption; this module only
+decides which lessons need a run, writes one SkyPilot task per lesson (resources from the lab;
+setup: this package and the lab's requirements; run: `course run LESSON` on the node, then the new
+records copied to a bucket), launches them, shows their progress, and brings the records back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import CourseError, RunError
+from ..lab.load import LoadedLab, load_lab
+from ..lab.schema import Resources
+from ..record.models import Run
+from ..record.store import Store
+from ..run.display import plan_table
+from ..run.install import install_command, lab_requirements
+from ..run.options import Options
+from ..run.plan import make_plan
+from ..run.runner import TargetFactory, run_lesson
+
+OUT = "/course-out"
+"""Where the bucket is mounted on a node."""
+POLL_SECONDS = 30.0
+
+
+@dataclass
+class Decision:
+    """Whether a lesson needs a run in the fleet, and why."""
+
+    lesson: str
+    run: bool
+    reason: str
+    gpu_hours: float
+    """What one run is expected to take: GPUs × (last run + declared set-up) in hours."""
+
+
+def lessons(root: Path) -> list[str]:
+    """Every lesson with a lab.yml under lab/, sorted."""
+    return sorted(p.parent.name for p in (root / "lab").glob("*/lab.yml"))
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.\s]+", "-", name).lower()
+
+
+def pinned_versions(requirements: list[str], packages: list[str]) -> dict[str, str]:
+    """The engine packages that the requirements pin exactly (`name==version`), with their
+    versions.
+    """
+    wanted = {_norm(p): p for p in packages}
+    found = {}
+    for req in requirements:
+        match = re.match(
+            r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;,]+)\s*(?:;.*)?$", req
+        )
+        if match and _norm(match.group(1)) in wanted:
+            found[wanted[_norm(match.group(1))]] = match.group(2)
+    return found
+
+
+def decide(root: Path, loaded: LoadedLab, force: bool = False) -> Decision:
+    """Whether a lesson's steps are all reusable, judged here with the engine and GPU its node will
+    have.
+
+    The node's engine versions are not known before it installs them: the newest good run's versions
+    are assumed, except for engine packages that the lab's requirements pin exactly.
+    """
+    lab = loaded.lab
+    res = lab.resources or Resources()
+    store = Store(root / "build")
+    good = store.newest_good(lab.lesson)
+    declared = lab.setup.install_seconds + lab.setup.download_seconds
+    seconds = (good.record.seconds or 0.0) if good else 0.0
+    hours = (res.count if res.gpu else 0) * (seconds + declared) / 3600
+
+    def verdict(run: bool, reason: str) -> Decision:
+        return Decision(lab.lesson, run, reason, round(hours, 3))
+
+    if force:
+        return verdict(True, "--force")
+    if good is None:
+        return verdict(True, "no complete run yet")
+    engine = dict(good.record.engine)
+    engine.update(pinned_versions(lab_requirements(loaded.folder), lab.engine))
+    gpu = good.record.host.gpu
+    gpu_name = gpu.name if gpu else "none"
+    if res.gpu and _norm(res.gpu) not in _norm(gpu_name):
+        return verdict(True, f"resources ask for {res.gpu}; {good.run_id} ran on {gpu_name}")
+    plan = make_plan(loaded, store.runs(lab.lesson), engine, gpu_name)
+    if not plan.to_run:
+        return verdict(False, f"every step reusable from {good.run_id}")
+    first = plan.to_run[0]
+    return verdict(
+        True, f"{len(plan.to_run)} of {len(plan.steps)} steps run ({first.step.id}: {first.reason})"
+    )
+
+
+def task_config(root: Path, loaded: LoadedLab, bucket: str | None) -> dict[str, Any]:
+    """The SkyPilot task (as its YAML holds it) that re-runs one lesson on a fresh node."""
+    lab = loaded.lab
+    res = lab.resources or Resources()
+    resources: dict[str, Any] = {}
+    if res.gpu:
+        resources["accelerators"] = {res.gpu: res.count}
+    if res.disk_gb:
+        resources["disk_size"] = res.disk_gb
+    requirements = lab_requirements(loaded.folder)
+    setup = ["set -e", "python3 -m pip install -q --progress-bar off .  # this package: the runner"]
+    if requirements:
+        setup.append(install_command(lab.python, requirements))
+    lesson = shlex.quote(lab.lesson)
+    run = ["course run " + lesson + "; status=$?"]
+    if bucket:
+        # only finished run folders travel; what was there already is committed and stays as it is
+        run += [
+            f"mkdir -p {OUT}/{lesson}",
+            f"find build/{lesson} -mindepth 1 -maxdepth 1 -type d ! -name '.*' -exec cp -r {{}} "
+            f"{OUT}/{lesson}/ \\;",
+        ]
+    run.append("exit $status")
+    config: dict[str, Any] = {
+        "name": f"course-{lab.lesson}",
+        "workdir": str(root),
+        "envs": {"COURSE_LESSON": lab.lesson, "PYTHONUNBUFFERED": "1", "NO_MKDOCS_2_WARNING": "1"},
+        "setup": "\n".join(setup) + "\n",
+        "run": "\n".join(run) + "\n",
+    }
+    if resources:
+        config["resources"] = resources
+    if bucket:
+        config["file_mounts"] = {OUT: {"source": bucket, "mode": "MOUNT"}}
+    return config
+
+
+def import_sky() -> Any:
+    """SkyPilot, or RunError saying how to install it."""
+    try:
+        import sky
+    except ImportError:
+        raise RunError(
+            "--via skypilot needs SkyPilot: pip install 'course[fleet]' (or pip install skypilot), "
+            "then `sky check` for your clouds"
+        ) from None
+    return sky
+
+
+def write_tasks(
+    root: Path, chosen: list[LoadedLab], bucket: str | None, folder: Path
+) -> dict[str, Any]:
+    """Write each lesson's task to `folder/<lesson>.yaml` and load it back through SkyPilot
+    (validating
+    it).
+    """
+    sky = import_sky()
+    tasks = {}
+    folder.mkdir(parents=True, exist_ok=True)
+    for loaded in chosen:
+        path = folder / f"{loaded.lab.lesson}.yaml"
+        path.write_text(yaml.safe_dump(task_config(root, loaded, bucket), sort_keys=False))
+        try:
+            tasks[loaded.lab.lesson] = sky.Task.from_yaml(str(path))
+        except Exception as exc:  # noqa: BLE001 - SkyPilot raises several kinds; each is a task it refuses
+            raise RunError(
+                f"{path}: SkyPilot refused the task for '{loaded.lab.lesson}': {exc}"
+            ) from None
+    return tasks
+
+
+def sky_plan(sky: Any, task: Any) -> str:
+    """What SkyPilot's optimizer would pick for a task, or why it cannot say here."""
+    dag = sky.Dag()
+    dag.add(task)
+    quiet = io.StringIO()
+    try:
+        from sky import optimizer
+
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            optimizer.Optimizer.optimize(dag, quiet=True)
+    except Exception as exc:  # noqa: BLE001 - no cloud enabled, no catalog: SkyPilot's message says which
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return "not planned: " + re.sub(r"\x1b\[[0-9;]*m", "", message)
+    best = task.best_resources
+    return f"{best} at ${best.get_cost(3600):.2f}/h" if best is not None else "not planned"
+
+
+def run_all(
+    root: Path,
+    options: Options,
+    console: Console,
+    targets: TargetFactory,
+    via: str | None = None,
+    bucket: str | None = None,
+) -> int:
+    """Every lesson: here (or on `--on`) one after another, or as SkyPilot managed jobs; the exit
+    status.
+    """
+    if via == "skypilot":
+        return run_skypilot(root, options, console, bucket)
+    failed = []
+    for lesson in lessons(root):
+        console.print(f"[bold]── lesson {lesson}[/]")
+        try:
+            result = run_lesson(root, lesson, options, console, targets)
+        except CourseError as exc:
+            console.print(f"[red]{exc}[/]", markup=True, highlight=False)
+            failed.append(lesson)
+            continue
+        if options.dry_run and not isinstance(result, Run) and result is not None:
+            console.print(plan_table(result))
+    console.print(
+        f"{len(lessons(root)) - len(failed)} lessons done, {len(failed)} failed"
+        + (f": {', '.join(failed)}" if failed else "")
+    )
+    return 1 if failed else 0
+
+
+def run_skypilot(root: Path, options: Options, console: Console, bucket: str | None) -> int:
+    """Launch one managed job per lesson that needs a run, follow them, and bring their records
+    back.
+    """
+    loaded = {lesson: load_lab(root / "lab" / lesson / "lab.yml") for lesson in lessons(root)}
+    decisions = [decide(root, lab, options.force) for lab in loaded.values()]
+    chosen = [loaded[d.lesson] for d in decisions if d.run]
+    sky = import_sky()
+    folder = Path(tempfile.mkdtemp(prefix="course-fleet-"))
+    tasks = write_tasks(root, chosen, bucket, folder)
+    table = Table(
+        title=f"Fleet: {len(chosen)} of {len(decisions)} lessons to run", title_justify="left"
+    )
+    for col in ("lesson", "action", "why", "GPU-hours", "SkyPilot"):
+        table.add_column(col)
+    for d in decisions:
+        planned = sky_plan(sky, tasks[d.lesson]) if d.run and options.dry_run else ""
+        table.add_row(
+            d.lesson, "run" if d.run else "reuse", d.reason, f"{d.gpu_hours:.2f}", planned
+        )
+    console.print(table)
+    if options.dry_run:
+        console.print(f"tasks written and validated by SkyPilot in {folder}", highlight=False)
+        return 0
+    if not chosen:
+        return 0
+    if not bucket:
+        raise RunError(
+            "--via skypilot needs --bucket URL (s3://…, gs://…): the jobs leave their records there"
+        )
+    try:
+        jobs = launch(sky, tasks, console)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # SkyPilot holds the tasks now
+    return follow(sky, jobs, root, bucket, console)
+
+
+def launch(sky: Any, tasks: dict[str, Any], console: Console) -> dict[str, int]:
+    """Launch each task as a managed job (SkyPilot retries it when its node is preempted)."""
+    jobs = {}
+    for lesson, task in tasks.items():
+        job_id, _handle = sky.get(sky.jobs.launch(task, name=f"course-{lesson}"))
+        jobs[lesson] = job_id[0] if isinstance(job_id, list) else job_id
+        console.print(f"launched course-{lesson}: managed job {jobs[lesson]}")
+    return jobs
+
+
+def follow(sky: Any, jobs: dict[str, int], root: Path, bucket: str, console: Console) -> int:
+    """One progress table here until every job ends; each ended job's records are synced back."""
+    from rich.live import Live
+
+    states: dict[str, str] = {lesson: "PENDING" for lesson in jobs}
+    synced: dict[str, Synced] = {}
+    by_id = {v: k for k, v in jobs.items()}
+
+    def view() -> Table:
+        table = Table(title="SkyPilot managed jobs", title_justify="left")
+        for col in ("lesson", "job", "status", "records back"):
+            table.add_column(col)
+        for lesson, job in jobs.items():
+            back = synced.get(lesson)
+            table.add_row(lesson, str(job), states[lesson], back.shown() if back else "")
+        return table
+
+    with Live(view(), console=console, refresh_per_second=1) as live:
+        while len(synced) < len(jobs):
+            reply = sky.get(sky.jobs.queue_v2(refresh=False, job_ids=list(jobs.values())))
+            records = reply[0] if isinstance(reply, tuple) else reply
+            for rec in records:
+                job_id = rec["job_id"] if isinstance(rec, dict) else rec.job_id
+                status = rec["status"] if isinstance(rec, dict) else rec.status
+                lesson = by_id.get(job_id)
+                if lesson is None or status is None:
+                    continue
+                states[lesson] = status.value if hasattr(status, "value") else str(status)
+                if status.is_terminal() and lesson not in synced:
+                    synced[lesson] = sync_back(sky, bucket, lesson, root)
+            live.update(view())
+            if len(synced) < len(jobs):
+                time.sleep(POLL_SECONDS)
+    failed = [
+        lesson
+        for lesson, state in states.items()
+        if state != "SUCCEEDED" or synced[lesson].error is not None
+    ]
+    console.print(
+        f"{len(jobs) - len(failed)} jobs succeeded"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
+    return 1 if failed else 0
+
+
+@dataclass(frozen=True)
+class Synced:
+    """What came back from the bucket for one lesson: the run ids added, or why nothing could."""
+
+    added: list[str]
+    error: str | None = None
+
+    def shown(self) -> str:
+        """For the progress table."""
+        return f"sync failed: {self.error}" if self.error else ", ".join(self.added) or "none"
+
+
+def sync_back(sky: Any, bucket: str, lesson: str, root: Path) -> Synced:
+    """Copy the lesson's new run folders from the bucket into build/<lesson>/; runs already here are
+    kept.
+    """
+    from sky import cloud_stores
+
+    scratch = Path(tempfile.mkdtemp(prefix=f"course-sync-{lesson}-"))
+    source = f"{bucket.rstrip('/')}/{lesson}"
+    try:
+        command = cloud_stores.get_storage_from_path(source).make_sync_dir_command(
+            source, str(scratch)
+        )
+        subprocess.run(["bash", "-c", command], check=True, capture_output=True)
+        target = Store(root / "build").lesson_dir(lesson)
+        target.mkdir(parents=True, exist_ok=True)
+        added = []
+        for run in sorted(
+            p for p in scratch.iterdir() if p.is_dir() and not p.name.startswith(".")
+        ):
+            if not (target / run.name).exists():
+                shutil.copytree(run, target / run.name)
+                added.append(run.name)
+        return Synced(added)
+    except (subprocess.CalledProcessError, OSError) as exc:
+        return Synced([], str(exc))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

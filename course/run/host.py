@@ -1,0 +1,160 @@
+"""Facts about the machine a run happens on: GPU, driver, CUDA, CPU, OS, Python, engine versions.
+
+Standard library only: for a run on a remote host this file is sent there and run with the host's
+`python3` (`python3 - PYTHON PACKAGE...`), so the facts are read by the same code on every host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+_ENGINE_QUERY = r"""
+import importlib.metadata as m, json, sys
+out = {}
+for name in sys.argv[1:]:
+    try:
+        out[name] = m.version(name)
+    except m.PackageNotFoundError:
+        out[name] = None
+out["python"] = sys.version.split()[0]
+print(json.dumps(out))
+"""
+
+
+def gpu_facts() -> dict[str, Any] | None:
+    """The first GPU as nvidia-smi reports it (name, memory, driver, CUDA, count), or None."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        query = subprocess.run(
+            [smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        header = subprocess.run(
+            [smi], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    rows = [
+        [c.strip() for c in line.split(",")] for line in query.strip().splitlines() if line.strip()
+    ]
+    if not rows or len(rows[0]) < 3:
+        return None
+    name, memory, driver = rows[0][:3]
+    cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)
+    return {
+        "name": name,
+        "memory_mib": int(float(memory)) if re.match(r"^[\d.]+$", memory) else None,
+        "driver": driver,
+        "cuda": cuda.group(1) if cuda else None,
+        "count": len(rows),
+    }
+
+
+def gpu_slug(gpu: dict[str, Any] | None) -> str:
+    """A short name for run ids: 'NVIDIA H200' -> 'h200', 'NVIDIA GeForce RTX 4090' ->
+    'rtx-4090'.
+    """
+    if not gpu:
+        return "cpu"
+    name = re.sub(r"^(NVIDIA|AMD)\s+", "", gpu["name"], flags=re.IGNORECASE)
+    name = re.sub(r"\b(GeForce|Tesla|Radeon)\s+", "", name, flags=re.IGNORECASE)
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    count = gpu.get("count") or 1
+    return f"{slug}x{count}" if count > 1 else slug or "gpu"
+
+
+def cpu_name() -> str:
+    """The processor's model name and core count."""
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        match = re.search(
+            r"^model name\s*:\s*(.+)$", cpuinfo.read_text(errors="replace"), re.MULTILINE
+        )
+        if match:
+            model = match.group(1).strip()
+    return f"{model} ({os.cpu_count()} cores)"
+
+
+def os_name() -> str:
+    """The operating system, as /etc/os-release names it where present."""
+    release = Path("/etc/os-release")
+    if release.is_file():
+        match = re.search(r'^PRETTY_NAME="?([^"\n]+)"?$', release.read_text(), re.MULTILINE)
+        if match:
+            return f"{match.group(1)} (kernel {platform.release()})"
+    return platform.platform()
+
+
+def engine_versions(
+    python: str, packages: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[dict[str, str | None], str]:
+    """Installed versions of the engine packages, and the Python version, as the lab's interpreter
+    sees
+    them.
+    """
+    exe = shutil.which(python) if os.path.sep not in python else python
+    if exe is None:
+        return {p: None for p in packages}, "not found"
+    if not packages and not env and os.path.realpath(exe) == os.path.realpath(sys.executable):
+        return {}, sys.version.split()[0]  # nothing to ask that this process does not know
+    try:
+        done = subprocess.run(
+            [exe, "-c", _ENGINE_QUERY, *packages],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=cwd,
+            check=True,
+            env={**os.environ, **(env or {})},
+        )
+        found = json.loads(done.stdout)
+    except (subprocess.SubprocessError, OSError, json.JSONDecodeError):
+        return {p: None for p in packages}, "not found"
+    python_version = found.pop("python")
+    return {p: found.get(p) for p in packages}, python_version
+
+
+def host_facts(gpu: dict[str, Any] | None, python_version: str) -> dict[str, Any]:
+    """The host block of run.json."""
+    return {
+        "gpu": gpu,
+        "cpu": cpu_name(),
+        "os": os_name(),
+        "python": python_version,
+        "machine": platform.machine(),
+    }
+
+
+def collect(
+    python: str, packages: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Every fact a run records about its host: `gpu`, `engine`, `python` and the `host` block."""
+    with ThreadPoolExecutor(max_workers=2) as pool:  # both start a process: let them overlap
+        gpu_query = pool.submit(gpu_facts)
+        engine, python_version = engine_versions(python, packages, cwd, env)
+        gpu = gpu_query.result()
+    return {
+        "gpu": gpu,
+        "engine": engine,
+        "python": python_version,
+        "host": host_facts(gpu, python_version),
+    }
+
+
+if __name__ == "__main__":  # on a remote host: python3 - PYTHON PACKAGE... < host.py
+    print(json.dumps(collect(sys.argv[1], sys.argv[2:], Path.cwd())))

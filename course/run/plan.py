@@ -1,0 +1,202 @@
+"""What a run will do: for each step, run it, reuse an earlier result, or skip it, and why.
+
+A step's hash covers its definition, the lab files it reads, the engine versions and the GPU
+model. A step whose hash matches an earlier successful result is reused. Steps from a service's
+start to its stop are one unit: if any of them runs, all of them run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ..errors import RunError
+from ..lab.files import expand_inputs, lab_files
+from ..lab.load import LoadedLab
+from ..lab.schema import AnyStep, StartStep, StopStep
+from ..record.files import sha256_file
+from ..record.models import HashParts, Run
+
+Action = Literal["run", "reuse", "skip"]
+
+
+@dataclass
+class StepPlan:
+    """What happens to one step, and why."""
+
+    step: AnyStep
+    hash: str
+    parts: HashParts
+    action: Action = "run"
+    reason: str = ""
+    source: Run | None = None
+    """The run a reused step comes from."""
+
+
+@dataclass
+class Plan:
+    """The steps of a run, in order."""
+
+    steps: list[StepPlan] = field(default_factory=list)
+
+    @property
+    def to_run(self) -> list[StepPlan]:
+        """The steps that will execute."""
+        return [p for p in self.steps if p.action == "run"]
+
+    def complete(self) -> bool:
+        """Whether no step is skipped: the run will hold every step."""
+        return all(p.action != "skip" for p in self.steps)
+
+
+def _digest(data: object) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def hash_step(
+    loaded: LoadedLab,
+    step: AnyStep,
+    file_hashes: dict[str, str],
+    engine: dict[str, str | None],
+    gpu: str,
+) -> tuple[str, HashParts]:
+    """A step's hash, and the parts it is made of."""
+    definition = _digest(step.model_dump(mode="json", by_alias=True, exclude_defaults=True))
+    if isinstance(step, StopStep) and step.inputs is None:
+        names = []  # ending a service reads no file
+    elif step.inputs is None:
+        names = [n for n in file_hashes if n != loaded.path.name]
+    else:
+        names = sorted({m for ms in expand_inputs(loaded.folder, step.inputs).values() for m in ms})
+    parts = HashParts(
+        definition=definition,
+        inputs={n: file_hashes[n] for n in names},
+        engine=engine,
+        gpu=gpu,
+    )
+    return _digest(parts.model_dump(mode="json")), parts
+
+
+def hash_lab_files(folder: Path) -> dict[str, str]:
+    """SHA-256 of every lab file."""
+    return {name: sha256_file(folder / name) for name in lab_files(folder)}
+
+
+def service_spans(steps: list[AnyStep]) -> list[tuple[int, int]]:
+    """(start, end) indices of each service's life, inclusive; a service never stopped lives to the
+    end.
+    """
+    spans = []
+    for i, step in enumerate(steps):
+        if isinstance(step, StartStep):
+            end = len(steps) - 1
+            for j in range(i + 1, len(steps)):
+                other = steps[j]
+                if isinstance(other, StopStep) and other.stop == step.id:
+                    end = j
+                    break
+            spans.append((i, end))
+    return spans
+
+
+def explain_change(parts: HashParts, old: HashParts | None) -> str:
+    """Why a step's hash differs from its last recorded result, in a few words."""
+    if old is None:
+        return "no earlier result"
+    reasons = []
+    if parts.definition != old.definition:
+        reasons.append("its definition changed")
+    changed = sorted(
+        n for n in set(parts.inputs) | set(old.inputs) if parts.inputs.get(n) != old.inputs.get(n)
+    )
+    if changed:
+        shown = ", ".join(changed[:3]) + (
+            f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        )
+        reasons.append(f"changed: {shown}")
+    if parts.engine != old.engine:
+        moved = [
+            f"{k} {old.engine.get(k)} -> {v}"
+            for k, v in parts.engine.items()
+            if old.engine.get(k) != v
+        ]
+        reasons.append("engine " + ", ".join(moved) if moved else "engine changed")
+    if parts.gpu != old.gpu:
+        reasons.append(f"GPU {old.gpu} -> {parts.gpu}")
+    return "; ".join(reasons) or "hash changed"
+
+
+def make_plan(
+    loaded: LoadedLab,
+    history: list[Run],
+    engine: dict[str, str | None],
+    gpu: str,
+    *,
+    force: bool = False,
+    only: str | None = None,
+    from_step: str | None = None,
+) -> Plan:
+    """Decide, for each step, whether it runs, is reused or is skipped."""
+    steps = list(loaded.lab.steps)
+    ids = [s.id for s in steps]
+    for option, value in (("--only", only), ("--from", from_step)):
+        if value is not None and value not in ids:
+            raise RunError(
+                f"{loaded.display_path()}: {option} {value}: no such step (steps: {', '.join(ids)})"
+            )
+    file_hashes = hash_lab_files(loaded.folder)
+    # the newest good run is consulted first, then every other run, newest first
+    good = [r for r in history if r.good]
+    candidates = (good[-1:] if good else []) + [
+        r for r in reversed(history) if not good or r is not good[-1]
+    ]
+    plan = Plan()
+    for step in steps:
+        digest, parts = hash_step(loaded, step, file_hashes, engine, gpu)
+        sp = StepPlan(step=step, hash=digest, parts=parts)
+        previous = None
+        for run in candidates:
+            for rec in run.record.steps:
+                if rec.id == step.id and rec.status in ("ok", "reused"):
+                    previous = previous or rec
+                    if rec.hash == digest:
+                        sp.action, sp.source = "reuse", run
+                        sp.reason = f"unchanged since {run.run_id}"
+                        break
+            if sp.action == "reuse":
+                break
+        if sp.action == "run":
+            sp.reason = explain_change(parts, previous.hash_parts if previous else None)
+        plan.steps.append(sp)
+
+    chosen: set[int] | None = None
+    if only is not None:
+        chosen = {ids.index(only)}
+    elif from_step is not None:
+        chosen = set(range(ids.index(from_step), len(steps)))
+    if force or chosen is not None:
+        for i, sp in enumerate(plan.steps):
+            if force and (chosen is None or i in chosen):
+                sp.action, sp.source, sp.reason = "run", None, "--force"
+            elif chosen is not None and i in chosen:
+                sp.action, sp.source, sp.reason = (
+                    "run",
+                    None,
+                    f"{'--only' if only else '--from'} {only or from_step}",
+                )
+            elif chosen is not None and sp.action == "run":
+                sp.action, sp.reason = "skip", f"not selected, and not reusable ({sp.reason})"
+
+    # a service's life is one unit: if one step in it runs, every step in it runs
+    for start, end in service_spans(steps):
+        members = plan.steps[start : end + 1]
+        if any(m.action == "run" for m in members):
+            service = steps[start].id
+            for m in members:
+                if m.action != "run":
+                    m.action, m.source = "run", None
+                    m.reason = f"service '{service}' runs again"
+    return plan

@@ -1,0 +1,322 @@
+"""`course run`: execute a lab's steps in a scratch copy of its folder and record the run.
+
+Each step runs in its own process group on a pseudo-terminal (`steps.py` holds the step kinds);
+every process group is ended on success, failure, timeout and Ctrl-C. Where the steps run is
+the target's business: the caller hands in a function that turns `--on` into a `Target`; the
+record is always written here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ..errors import RunError, StepFailed
+from ..lab.load import LoadedLab, load_lab
+from ..lab.schema import step_command, step_kind
+from ..record.files import now_iso
+from ..record.models import Failure, Record, Run, RunStatus, Setup, StepRecord
+from ..record.store import Store
+from ..record.writer import RunWriter
+from .display import Display, summary_table
+from .engines import overlay
+from .host import gpu_slug
+from .install import install_command, lab_requirements
+from .options import Interrupted, Options
+from .plan import Plan, StepPlan, make_plan
+from .steps import TAIL_LINES, Context, end_services, execute, kill_services
+from .target import ConnectionLost, Host, Target
+from .terminal import Redactor, clean, tail
+
+TargetFactory = Callable[[str | None], Target]
+
+
+def lab_path(root: Path, lesson: str) -> Path:
+    """Where a lesson's recipe lives."""
+    return root / "lab" / lesson / "lab.yml"
+
+
+def run_lesson(
+    root: Path, lesson: str, options: Options, console: Console, targets: TargetFactory
+) -> Run | Plan | None:
+    """Run a lesson's lab and record it; the finished run, the plan (dry run), or None (nothing to
+    do).
+    """
+    loaded = load_lab(lab_path(root, lesson))
+    store = Store(root / "build")
+    resumed = _resumed_run(store, lesson) if options.resume else None
+    on = options.on
+    if resumed is not None and on is None:
+        on = resumed.record.options.get("on")  # the host the resumed run ran on
+    extra_env: dict[str, str] = {}
+    if options.engine:
+        if on not in (None, "local"):
+            raise RunError("--engine works for runs on this machine only (not with --on)")
+        folder = overlay(root, loaded.lab.python, options.engine, options.wheels)
+        before = os.environ.get("PYTHONPATH")
+        extra_env["PYTHONPATH"] = str(folder) + (os.pathsep + before if before else "")
+    with targets(on).connect() as host:
+        return _run_on(host, root, loaded, store, resumed, options, console, extra_env)
+
+
+def _resumed_run(store: Store, lesson: str) -> Run:
+    """The newest run of a lesson, which must not have finished; RunError otherwise."""
+    with store.lock(lesson):
+        pass  # taking the lock turns what a killed run left into a failed run
+    runs = store.runs(lesson)
+    if not runs:
+        raise RunError(f"--resume: '{lesson}' has no run to resume")
+    newest = runs[-1]
+    if newest.record.status == "ok":
+        raise RunError(
+            f"--resume: the newest run of '{lesson}', {newest.run_id}, finished; nothing to resume"
+        )
+    return newest
+
+
+def _run_on(
+    host: Host,
+    root: Path,
+    loaded: LoadedLab,
+    store: Store,
+    resumed: Run | None,
+    options: Options,
+    console: Console,
+    extra_env: dict[str, str],
+) -> Run | Plan | None:
+    lab, lesson = loaded.lab, loaded.lab.lesson
+    step_envs = {k: v for s in lab.steps for k, v in getattr(s, "env", {}).items()}
+    redact = Redactor.from_environment({**options.env, **step_envs})
+    setup = None
+    if options.setup and not options.dry_run:
+        setup = _setup(host, loaded, options, console, redact)
+    # the host query starts processes: let it run while the history is read
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        query = pool.submit(host.facts, lab.python, lab.engine, loaded.folder, extra_env)
+        history = [resumed] if resumed is not None else store.runs(lesson)
+        facts = query.result()
+    gpu_name = facts.host.gpu.name if facts.host.gpu else "none"
+    plan = make_plan(
+        loaded, history, facts.engine, gpu_name,
+        force=options.force, only=options.only, from_step=options.from_step,
+    )  # fmt: skip
+    if options.dry_run:
+        return plan
+    if not plan.to_run:
+        source = {p.source.run_id for p in plan.steps if p.source}
+        console.print(
+            f"Nothing to do: every step of '{lesson}' is reused from {', '.join(sorted(source))}"
+            " (use --force to run it again)."
+        )
+        return None
+    missing_gpu = [p.step.id for p in plan.to_run if p.step.needs == "gpu"]
+    if missing_gpu and facts.host.gpu is None:
+        where = "this host" if host.label == "local" else host.label
+        raise RunError(
+            f"{loaded.display_path()}: steps {', '.join(missing_gpu)} need a GPU and {where} has "
+            "none (nvidia-smi not found); run them on a GPU host, or pick steps with --only / "
+            "--from"
+        )
+    if resumed is not None:
+        first = next((p.step.id for p in plan.steps if p.action == "run"), None)
+        console.print(f"Resuming {resumed.run_id} from step '{first}'", highlight=False)
+    started = datetime.now(UTC)
+    with store.lock(lesson):
+        gpu = facts.host.gpu.model_dump() if facts.host.gpu else None
+        run_id = store.new_run_id(lesson, started, gpu_slug(gpu))
+        record = Record(
+            lesson=lesson, title=lab.title, run_id=run_id, status="running", started=now_iso(),
+            lab_file=f"lab/{lesson}/lab.yml",
+            host=facts.host.model_copy(update={"setup": setup}), engine=facts.engine,
+            options={"force": options.force, "only": options.only, "from": options.from_step,
+                     "on": host.label, "resume": resumed.run_id if resumed else None,
+                     "engine": list(options.engine)},
+        )  # fmt: skip
+        writer = RunWriter(store, record)
+        t0 = time.monotonic()
+        display = Display(console, redact, options.quiet)
+        with host.workspace(loaded.folder, lesson) as ws, display:
+            env = {**_base_env(host, options, lesson, run_id), **extra_env}
+            ctx = Context(loaded, writer, host, ws, display, env, redact)
+            failure: Failure | None = None
+            try:
+                with _signals_as_interrupt():
+                    _execute(ctx, plan)
+                    end_services(ctx)
+            except StepFailed as exc:
+                failure = Failure(step=exc.step_id, message=redact(str(exc)))
+                raise
+            except Interrupted:
+                failure = Failure(step=_current(record), message="interrupted (Ctrl-C or SIGTERM)")
+                raise
+            except BaseException as exc:
+                message = redact(f"{type(exc).__name__}: {exc}")
+                failure = Failure(step=_current(record), message=message)
+                raise
+            finally:
+                kill_services(ctx)
+                record.seconds = round(time.monotonic() - t0, 3)
+                done = {r.id for r in record.steps}
+                for sp in plan.steps:
+                    if sp.step.id not in done:
+                        record.steps.append(_base_record(sp, redact, "not-run"))
+                if failure is not None:
+                    writer.finish("failed", failure)
+            status: RunStatus = "ok" if plan.complete() else "partial"
+            run = writer.finish(status)
+    console.print(summary_table(run))
+    return run
+
+
+def _setup(
+    host: Host, loaded: LoadedLab, options: Options, console: Console, redact: Redactor
+) -> Setup:
+    """Install the lab's requirements with the host's uv or pip; how long it took, for the
+    record.
+    """
+    requirements = lab_requirements(loaded.folder)
+    if not requirements:
+        console.print(
+            f"--setup: {loaded.display_path()} names no requirements "
+            "(pyproject.toml, requirements.txt)"
+        )
+        return Setup(seconds=0.0)
+    command = install_command(loaded.lab.python, requirements)
+    with Display(console, redact, options.quiet) as display:
+        display.note(
+            f"── setup: installing {len(requirements)} requirements on {host.label}", "bold cyan"
+        )
+        env = {**host.environment(), **options.env, "PYTHONUNBUFFERED": "1"}
+        proc = host.spawn(command, None, env, lambda t: display.output("setup", t))
+        try:
+            code = proc.wait(3600)
+        except ConnectionLost as exc:
+            raise RunError(f"--setup on {host.label}: {exc}") from None
+        finally:
+            proc.end()
+    output = clean(proc.output)
+    if code != 0:
+        lines = "\n".join(f"  | {redact(line)}" for line in tail(output, TAIL_LINES))
+        raise RunError(
+            f"--setup on {host.label}: installing {', '.join(requirements)} failed "
+            f"(status {code}):\n{lines}"
+        )
+    installer = re.search(r"^installer: (.+)$", output, re.MULTILINE)
+    return Setup(
+        seconds=round(proc.seconds, 3),
+        requirements=requirements,
+        installer=installer.group(1).strip() if installer else None,
+    )
+
+
+def _current(record: Record) -> str | None:
+    return record.steps[-1].id if record.steps else None
+
+
+@contextmanager
+def _signals_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM (and SIGINT) into Interrupted, so clean-up runs."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _base_env(host: Host, options: Options, lesson: str, run_id: str) -> dict[str, str]:
+    env = host.environment()
+    env.update(options.env)
+    env.update(
+        COURSE_LESSON=lesson, COURSE_RUN_ID=run_id, PYTHONUNBUFFERED="1", NO_COLOR="1",
+        TERM="dumb", COLUMNS="100", LINES="50",
+    )  # fmt: skip
+    return env
+
+
+def _base_record(sp: StepPlan, redact: Redactor, status: str) -> StepRecord:
+    step = sp.step
+    return StepRecord.model_validate(
+        {
+            "id": step.id,
+            "kind": step_kind(step),
+            "title": step.title,
+            "command": redact(step_command(step)),
+            "needs": step.needs,
+            "status": status,
+            "hash": sp.hash,
+            "hash_parts": sp.parts,
+        }  # fmt: skip
+    )
+
+
+def _execute(ctx: Context, plan: Plan) -> None:
+    total = len(plan.steps)
+    for index, sp in enumerate(plan.steps, start=1):
+        step = sp.step
+        record = ctx.writer.record
+        if sp.action == "skip":
+            rec = _base_record(sp, ctx.redact, "skipped")
+            rec.error = sp.reason
+            record.steps.append(rec)
+            ctx.writer.save()
+            continue
+        if sp.action == "reuse":
+            assert sp.source is not None
+            _reuse(ctx, sp)
+            ctx.display.note(
+                f"── step {index} of {total}: {step.id}: reused from {sp.source.run_id}"
+            )
+            continue
+        ctx.display.step(index, total, step.id, step_kind(step))
+        rec = _base_record(sp, ctx.redact, "failed")
+        rec.started = now_iso()
+        record.steps.append(rec)
+        ctx.writer.save()
+        t0 = time.monotonic()
+        try:
+            execute(ctx, step, rec)
+        except ConnectionLost as exc:
+            raise ctx.fail(step.id, str(exc), exc.output) from None
+        except StepFailed as exc:
+            rec.error = exc.what
+            raise
+        finally:  # a failed step keeps how long it ran too
+            rec.seconds = round(time.monotonic() - t0, 3)
+        rec.status = "ok"
+        ctx.writer.save()
+
+
+def _reuse(ctx: Context, sp: StepPlan) -> None:
+    assert sp.source is not None
+    old = sp.source.record.step(sp.step.id)
+    ctx.writer.copy_step(sp.source, sp.step.id)
+    # what the step produced is put back, so later steps find it
+    for kept in old.files:
+        target = ctx.ws.local / kept.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(sp.source.kept_file(sp.step.id, kept.path), target)
+    ctx.ws.push([kept.path for kept in old.files])
+    rec = old.model_copy(deep=True)
+    rec.status = "reused"
+    rec.reused_from = old.reused_from or sp.source.run_id
+    rec.hash, rec.hash_parts = sp.hash, sp.parts
+    ctx.writer.record.steps.append(rec)
+    ctx.writer.save()

@@ -1,0 +1,100 @@
+"""What a terminal would show: ANSI codes removed, carriage returns applied, secrets masked."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+
+from ..record.models import PROMPT
+
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
+MASK = "***"
+
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erase
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: titles, hyperlinks
+    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+)
+_CONTROL = re.compile(r"[\x00-\x07\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean(raw: str) -> str:
+    """Text as a terminal leaves it on screen: no escape codes, `\\r` overwrites, backspaces
+    applied.
+    """
+    text = _ANSI.sub("", raw).replace("\r\n", "\n")
+    lines = []
+    for line in text.split("\n"):
+        if "\r" in line or "\b" in line:
+            line = _overwrite(line)
+        lines.append(_CONTROL.sub("", line))
+    return "\n".join(lines)
+
+
+def _overwrite(line: str) -> str:
+    """One line as the screen shows it: `\\r` returns to its start, `\\b` steps back, text
+    overwrites.
+    """
+    screen: list[str] = []
+    cursor = 0
+    for char in line:
+        if char == "\r":
+            cursor = 0
+        elif char == "\b":
+            cursor = max(0, cursor - 1)
+        else:
+            if cursor < len(screen):
+                screen[cursor] = char
+            else:
+                screen.append(char)
+            cursor += 1
+    return "".join(screen)
+
+
+def secret_values(*envs: Mapping[str, str]) -> list[str]:
+    """Values of variables whose names say TOKEN, KEY, SECRET or PASSWORD, longest first."""
+    found = {
+        value
+        for env in envs
+        for name, value in env.items()
+        if SECRET_NAME.search(name) and len(value) >= 3
+    }
+    return sorted(found, key=len, reverse=True)
+
+
+class Redactor:
+    """Replaces every secret value with `***`."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.secrets = [s for s in secrets if s]
+        self._pattern = (
+            re.compile("|".join(re.escape(s) for s in self.secrets)) if self.secrets else None
+        )
+
+    @classmethod
+    def from_environment(cls, extra: Mapping[str, str] | None = None) -> Redactor:
+        """A redactor for this process's environment plus a step's own variables."""
+        return cls(secret_values(os.environ, extra or {}))
+
+    def __call__(self, text: str) -> str:
+        """The text with every secret masked."""
+        return self._pattern.sub(MASK, text) if self._pattern else text
+
+    def value(self, value: object) -> object:
+        """A captured value with secrets masked (strings only)."""
+        return self(value) if isinstance(value, str) else value
+
+
+def transcript(command: str, output: str) -> str:
+    """A step's transcript: the command after the prompt, then its cleaned output."""
+    body = clean(output)
+    if body and not body.endswith("\n"):
+        body += "\n"
+    return f"{PROMPT}{command}\n{body}"
+
+
+def tail(text: str, n: int = 20) -> list[str]:
+    """The last n non-empty-at-end lines of a text."""
+    lines = clean(text).rstrip("\n").split("\n")
+    return [] if lines == [""] else lines[-n:]

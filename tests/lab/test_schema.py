@@ -1,0 +1,129 @@
+"""The lab recipe's schema: every problem at once, each naming the file, line, step and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from course.errors import LabError
+from course.lab.load import load_lab
+from course.lab.schema import RunStep, StartStep, StopStep
+
+
+def write_lab(tmp_path: Path, text: str, lesson: str = "demo") -> Path:
+    folder = tmp_path / "lab" / lesson
+    folder.mkdir(parents=True)
+    (folder / "a.py").write_text("print(1)\n")
+    path = folder / "lab.yml"
+    path.write_text(text)
+    return path
+
+
+def problems(path: Path) -> list[str]:
+    with pytest.raises(LabError) as info:
+        load_lab(path)
+    assert str(path.name) in str(info.value)
+    return info.value.problems
+
+
+def test_fixture_lab_loads_with_each_step_kind(project: Path) -> None:
+    loaded = load_lab(project / "lab" / "echo-server" / "lab.yml")
+    kinds = [type(s) for s in loaded.lab.steps]
+    assert kinds == [RunStep, StartStep, RunStep, StopStep, RunStep]
+    query = loaded.lab.step("query")
+    assert query.capture["count"].json_file == "results/client.json"
+    assert query.capture["first"].unit == "ms"
+    assert loaded.lab.step("prepare").timeout == 30
+    assert loaded.lab.step("words").timeout == 600  # the default
+
+
+def test_every_problem_is_reported_at_once_with_step_field_and_line(tmp_path: Path) -> None:
+    path = write_lab(tmp_path, """\
+lesson: demo
+title: Demo
+steps:
+  - id: one
+    run: python3 a.py
+    timout: 5
+  - id: two
+    run: echo hi
+    capture:
+      n: {regex: 'no group here', type: int}
+      m: {json: out.json, type: float, unit: parsecs}
+  - id: Bad_Id
+    start: python3 server.py
+  - id: four
+    stop: servr
+""")
+    found = problems(path)
+    assert len(found) == 5, found
+    assert "line 6: step 'one': timout: unknown key 'timout' (did you mean 'timeout'?)" in found
+    assert any("step 'two': capture.n" in p and "needs a group" in p for p in found)
+    assert any("step 'two': capture.m.unit" in p and "'parsecs' is not one of" in p for p in found)
+    assert any("step 'Bad_Id': id:" in p and "not a valid name" in p for p in found)
+    assert any("step 'Bad_Id': ready: required but missing" in p for p in found)
+
+
+def test_json_capture_needs_a_key_and_step_needs_a_kind(tmp_path: Path) -> None:
+    path = write_lab(tmp_path, """\
+lesson: demo
+title: Demo
+stesp: []
+steps:
+  - id: one
+    capture:
+      v: {json: out.json}
+  - id: two
+    run: echo hi
+    capture:
+      v: {json: out.json, regex: '(x)'}
+""")
+    found = problems(path)
+    assert "line 3: stesp: unknown key 'stesp' (did you mean 'steps'?)" in found
+    assert any("step 'one':" in p and "exactly one of 'run', 'start' or 'stop'" in p for p in found)
+    assert any("step 'two': capture.v: give exactly one of 'regex' or 'json'" in p for p in found)
+
+
+def test_cross_step_problems(tmp_path: Path) -> None:
+    path = write_lab(tmp_path, """\
+lesson: other
+title: Demo
+steps:
+  - id: one
+    run: echo hi
+    inputs: [a.py, missing/*.json]
+  - id: one
+    stop: servr
+""")
+    found = problems(path)
+    assert any("step id 'one' is used twice" in p for p in found)
+    assert any("stop: 'servr' is not a service started by an earlier step" in p for p in found)
+
+
+def test_inputs_that_match_nothing_and_lesson_name_are_reported(tmp_path: Path) -> None:
+    path = write_lab(tmp_path, """\
+lesson: other
+title: Demo
+steps:
+  - id: one
+    run: echo hi
+    inputs: [a.py, "missing/*.json"]
+    files: [../escape.txt]
+""")
+    found = problems(path)
+    assert any("'../escape.txt' must be a path inside the lab folder" in p for p in found)
+    # the file-system checks run once the schema holds
+    path.write_text(path.read_text().replace("    files: [../escape.txt]\n", ""))
+    found = problems(path)
+    assert "lesson: 'other' differs from its folder name 'demo'" in found
+    assert any("line 6: step 'one': inputs: 'missing/*.json' matches no file" in p for p in found)
+
+
+def test_bad_yaml_and_missing_file(tmp_path: Path) -> None:
+    path = write_lab(tmp_path, "lesson: demo\nsteps: [\n  - id: x\n")
+    (found,) = problems(path)
+    assert "not valid YAML" in found and found.startswith("line ")
+    missing = tmp_path / "nowhere" / "lab.yml"
+    with pytest.raises(LabError, match="no such file"):
+        load_lab(missing)

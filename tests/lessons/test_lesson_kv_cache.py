@@ -1,0 +1,115 @@
+"""Lesson 2.4 as it ships: step 1 re-run on this CPU machine, and the page built from the committed
+record.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import CHROMIUM, COURSE, REPO, free_port, serving
+
+from course.record.store import Store
+from course.site import build_site
+
+PAGE = "part-2/kv-cache/"
+
+
+def test_step_one_reruns_on_a_cpu_machine(tmp_path: Path) -> None:
+    shutil.copytree(
+        REPO / "lab" / "kv-cache",
+        tmp_path / "lab" / "kv-cache",
+        ignore=shutil.ignore_patterns("results", "__pycache__"),
+    )
+    done = subprocess.run(
+        [*COURSE, "--root", str(tmp_path), "run", "kv-cache", "--only", "size"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    (run,) = Store(tmp_path / "build").runs("kv-cache")
+    assert run.record.status == "partial" and run.run_id.endswith("-cpu")
+    size = run.record.step("size")
+    assert size.values["bytes_per_token_06b"].value == 114_688
+    assert size.values["bytes_per_token_8b"].value == 147_456
+    assert size.values["cache_4096_06b"].value == 448 * 1024**2
+    assert "114,688 bytes per token" in run.transcript("size") and "448.0 MiB" in run.transcript(
+        "size"
+    )
+    # the same numbers as the committed H200 run: step 1 is pure arithmetic
+    h200 = Store(REPO / "build").newest_good("kv-cache")
+    assert h200 is not None
+    assert {k: v.value for k, v in size.values.items()} == {
+        k: v.value for k, v in h200.record.step("size").values.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """The repository's site, built from the committed records for a local address, and served."""
+    port = free_port()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COURSE_SITE_URL", f"http://127.0.0.1:{port}/")
+        out = tmp_path_factory.mktemp("repo")
+        result = build_site(REPO, out / "site", out / "cache")
+    with serving(result.site_dir, port) as url:
+        yield result.site_dir, url
+
+
+def test_the_lesson_page_is_built_from_the_newest_good_run(site: tuple[Path, str]) -> None:
+    site_dir, _ = site
+    html = (site_dir / PAGE / "index.html").read_text(encoding="utf-8")
+    newest = Store(REPO / "build").newest_good("kv-cache")
+    assert newest is not None
+    sources = set(re.findall(r'data-source="([^"]+)"', html))
+    from_newest = {s for s in sources if s.startswith(newest.run_id + "/")}
+    assert (
+        len(from_newest) > 40
+    )  # every number of the prose, checks and FAQ comes from the newest run
+    older = {
+        s.split("/")[0] for s in sources if "/" in s and not s.startswith(("lab/", newest.run_id))
+    }
+    assert older == {r.run_id for r in Store(REPO / "build").runs("kv-cache")} - {
+        newest.run_id
+    }  # run history
+    assert "course-error" not in html
+    assert html.count('class="course-check') >= 9
+    assert (site_dir / "downloads" / "kv-cache.pdf").is_file() and (
+        site_dir / "downloads" / "kv-cache.zip"
+    ).is_file()
+    assert '"@type": "FAQPage"' in html or '"@type":"FAQPage"' in html
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_nothing_serious_on_the_kv_cache_page(
+    site: tuple[Path, str], scheme: str
+) -> None:
+    from axe_playwright_python.sync_playwright import Axe
+    from playwright import sync_api
+
+    _, base = site
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-background-networking", "--disable-component-update"],
+        )
+        tab = browser.new_page(base_url=base)
+        tab.emulate_media(color_scheme=scheme)
+        tab.goto(PAGE)
+        check = tab.locator('[data-check="allocator"]')
+        check.locator("input[type=radio]").first.check()
+        check.locator("button[type=submit]").click()
+        assert tab.locator('[data-check="allocator"] [role=status]').inner_text().strip() != ""
+        results = Axe().run(tab)
+        browser.close()
+    serious = [
+        f"{v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:5]}"
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert serious == [], "\n".join(serious)

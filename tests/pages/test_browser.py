@@ -1,0 +1,203 @@
+"""The fixture site in Debian's Chromium, driven by Playwright: the checks, the progress line,
+copy, axe.
+
+The site is served on 127.0.0.1 (instant navigation does not work on file://); every request the
+browser makes is recorded, and none may leave that server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import CHROMIUM, SITE_FIXTURE, free_port, make_project, serving
+
+from course.site import build_site
+
+pytestmark = pytest.mark.browser
+
+LESSON = "part-1/tiny/"
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The fixture site, built for and served at one local address.
+
+    Material's instant navigation matches links against sitemap.xml, whose URLs come from
+    site_url with the host swapped for the page's but not the port: build for the real address.
+    """
+    root = make_project(tmp_path_factory.mktemp("browser") / "project")
+    port = free_port()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COURSE_SITE_URL", f"http://127.0.0.1:{port}/")
+        result = build_site(root, root / "site")
+    with serving(result.site_dir, port) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright import sync_api  # a test dependency: missing, the test fails rather than skips
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"no Chromium at {CHROMIUM}: tests/run.sh installs Debian's chromium")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-background-networking", "--disable-component-update"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture()
+def page(browser: object, base: str) -> Iterator[object]:
+    """A fresh browser context (empty storage) whose every request must stay on the local server."""
+    context = browser.new_context(base_url=base)  # type: ignore[attr-defined]
+    context.set_default_timeout(5000)
+    outside: list[str] = []
+    context.on(
+        "request",
+        lambda r: None if r.url.startswith((base, "data:", "blob:")) else outside.append(r.url),
+    )
+    tab = context.new_page()
+    yield tab
+    context.close()
+    assert outside == [], f"requests left the site: {outside}"
+
+
+def progress(tab: object) -> str:
+    return tab.locator(".course-progress__count").inner_text()  # type: ignore[attr-defined]
+
+
+def answer(tab: object, check: str, option: int) -> None:
+    tab.locator(f"#check-{check}-{option}").check()  # type: ignore[attr-defined]
+    tab.locator(f"#check-{check} button[type=submit]").click()  # type: ignore[attr-defined]
+
+
+def test_predict_reveals_the_measured_value_and_moves_progress(page: object) -> None:
+    page.goto(LESSON)  # type: ignore[attr-defined]
+    measured = page.locator("#check-slower .course-check__measured")  # type: ignore[attr-defined]
+    assert progress(page) == "0 of 2 checks answered right"
+    assert measured.is_hidden()
+    assert page.locator("#check-slower .course-check__answer").is_hidden()  # type: ignore[attr-defined]
+    answer(page, "slower", 1)
+    status = page.locator("#check-slower [role=status]")  # type: ignore[attr-defined]
+    assert status.inner_text() == "Right. Measured in the recorded run: 1.55 ×"
+    assert measured.is_visible()
+    assert progress(page) == "1 of 2 checks answered right"
+    assert page.locator("#check-slower-0").is_disabled()  # type: ignore[attr-defined]
+    assert "The right answer" not in status.inner_text()
+    assert (
+        "Your answer, and right."
+        in page.locator(  # type: ignore[attr-defined]
+            "#check-slower [data-option='1'] .course-check__why"
+        ).inner_text()
+    )
+
+
+def test_progress_survives_reload_and_instant_navigation(page: object) -> None:
+    page.goto(LESSON)  # type: ignore[attr-defined]
+    answer(page, "slower", 1)
+    page.reload()  # type: ignore[attr-defined]
+    assert progress(page) == "1 of 2 checks answered right"
+    assert page.locator("#check-slower-1").is_checked()  # type: ignore[attr-defined]
+    assert (
+        page.locator("#check-slower [role=status]")
+        .inner_text()
+        .startswith(  # type: ignore[attr-defined]
+            "You answered this before. Right."
+        )
+    )
+    # away and back through Material's instant navigation (no full reload)
+    page.evaluate("window.__marker = 1")  # type: ignore[attr-defined]
+    page.locator(".md-nav__link", has_text="Writing a lesson").first.click()  # type: ignore[attr-defined]
+    page.wait_for_url("**/writing-a-lesson/")  # type: ignore[attr-defined]
+    page.locator(".md-nav__link", has_text="1.1 · A tiny cache").first.click()  # type: ignore[attr-defined]
+    page.wait_for_url(f"**/{LESSON}")  # type: ignore[attr-defined]
+    assert page.evaluate("window.__marker") == 1  # type: ignore[attr-defined]
+    page.locator("#check-slower.course-check--answered").wait_for()  # type: ignore[attr-defined]
+    assert progress(page) == "1 of 2 checks answered right"
+
+
+def test_only_the_first_answer_counts_and_reset_clears(page: object) -> None:
+    page.goto(LESSON)  # type: ignore[attr-defined]
+    answer(page, "why-two", 1)  # wrong
+    status = page.locator("#check-why-two [role=status]")  # type: ignore[attr-defined]
+    assert status.inner_text() == "Not right: the answer is A."
+    assert progress(page) == "0 of 2 checks answered right"
+    page.locator("#check-why-two .course-check__again").click()  # type: ignore[attr-defined]
+    answer(page, "why-two", 0)  # right, but second
+    assert status.inner_text() == "Right. Only your first answer counts toward your progress."
+    assert progress(page) == "0 of 2 checks answered right"
+    page.reload()  # type: ignore[attr-defined]
+    assert progress(page) == "0 of 2 checks answered right"
+    assert page.locator("#check-why-two-1").is_checked()  # type: ignore[attr-defined]
+    page.locator(".course-progress__reset").click()  # type: ignore[attr-defined]
+    assert page.locator("#check-why-two-1").is_enabled()  # type: ignore[attr-defined]
+    answer(page, "why-two", 0)
+    assert progress(page) == "1 of 2 checks answered right"
+
+
+def test_a_check_works_by_keyboard_alone(page: object) -> None:
+    page.goto(LESSON)  # type: ignore[attr-defined]
+    for _ in range(300):
+        page.keyboard.press("Tab")  # type: ignore[attr-defined]
+        if page.evaluate("document.activeElement.id") == "check-slower-0":  # type: ignore[attr-defined]
+            break
+    else:
+        pytest.fail("Tab never reached the first option of the predict check")
+    page.keyboard.press("ArrowDown")  # type: ignore[attr-defined]
+    assert page.locator("#check-slower-1").is_checked()  # type: ignore[attr-defined]
+    page.keyboard.press("Tab")  # type: ignore[attr-defined]
+    assert page.evaluate("document.activeElement.type") == "submit"  # type: ignore[attr-defined]
+    page.keyboard.press("Enter")  # type: ignore[attr-defined]
+    assert page.locator("#check-slower [role=status]").inner_text().startswith("Right.")  # type: ignore[attr-defined]
+    assert progress(page) == "1 of 2 checks answered right"
+
+
+def test_the_copy_button_copies_the_listing(browser: object, base: str) -> None:
+    context = browser.new_context(base_url=base)  # type: ignore[attr-defined]
+    context.set_default_timeout(5000)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base.rstrip("/"))
+    tab = context.new_page()
+    tab.goto(LESSON)
+    listing = tab.locator(".highlight", has=tab.locator(".filename", has_text="size.py"))
+    listing.hover()
+    listing.locator("button[data-md-type=copy]").click()
+    copied = tab.evaluate("navigator.clipboard.readText()")
+    context.close()
+    source = SITE_FIXTURE / "lab/tiny-cache/size.py"
+    assert copied.strip() == source.read_text(encoding="utf-8").strip()
+
+
+def test_without_javascript_the_question_and_a_collapsed_answer_remain(
+    browser: object, base: str
+) -> None:
+    context = browser.new_context(base_url=base, java_script_enabled=False)  # type: ignore[attr-defined]
+    tab = context.new_page()
+    tab.goto(LESSON)
+    check = tab.locator("#check-slower")
+    assert check.locator("legend").is_visible()
+    answer_block = check.locator("details.course-check__answer")
+    assert answer_block.is_visible() and answer_block.get_attribute("open") is None
+    assert check.locator("summary").inner_text() == "Answer"
+    assert check.locator("button[type=submit]").is_hidden()
+    context.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_no_serious_violation_on_the_lesson_page(page: object, scheme: str) -> None:
+    from axe_playwright_python.sync_playwright import Axe
+
+    page.emulate_media(color_scheme=scheme)  # type: ignore[attr-defined]
+    page.goto(LESSON)  # type: ignore[attr-defined]
+    answer(page, "slower", 0)  # the revealed state too
+    results = Axe().run(page)
+    serious = [
+        f"{v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:5]}"
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert serious == [], "\n".join(serious)

@@ -1,0 +1,84 @@
+"""`course run --engine SPEC --wheels DIR`: a run on another engine release, recorded as such."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from support import CourseRun
+
+from course.record.store import Store
+
+LAB = "echo-server"
+
+
+def make_wheel(folder: Path, version: str) -> Path:
+    """A minimal pure-Python wheel of a package 'tinyengine' whose VERSION is `version`."""
+    name = f"tinyengine-{version}"
+    path = folder / f"{name}-py3-none-any.whl"
+    files = {
+        "tinyengine/__init__.py": f'VERSION = "{version}"\n',
+        f"{name}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: tinyengine\nVersion: "
+        f"{version}\n",
+        f"{name}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: "
+        "true\nTag: py3-none-any\n",
+    }
+    files[f"{name}.dist-info/RECORD"] = (
+        "".join(f"{n},,\n" for n in files) + f"{name}.dist-info/RECORD,,\n"
+    )
+    with zipfile.ZipFile(path, "w") as wheel:
+        for entry, text in files.items():
+            wheel.writestr(entry, text)
+    return path
+
+
+def test_engine_release_is_installed_aside_and_recorded(
+    project: Path, course: CourseRun, tmp_path: Path
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, "1.0")
+    make_wheel(wheels, "2.0")
+    lab = project / "lab" / LAB / "lab.yml"
+    lab.write_text(
+        lab.read_text().replace("engine: [pyyaml]", "engine: [pyyaml, tinyengine]")
+        + """
+  - id: engine
+    run: python3 -c "import tinyengine; print('engine', tinyengine.VERSION)"
+    capture:
+      version: {regex: 'engine (\\S+)', type: str}
+"""
+    )
+    first = course("run", LAB, "--engine", "tinyengine==1.0", "--wheels", str(wheels))
+    assert first.returncode == 0, first.stderr
+    second = course("run", LAB, "--engine", "tinyengine==2.0", "--wheels", str(wheels))
+    assert second.returncode == 0, second.stderr
+    store = Store(project / "build")
+    old, new = (r.record for r in store.runs(LAB))
+    assert old.engine["tinyengine"] == "1.0" and new.engine["tinyengine"] == "2.0"
+    assert new.options["engine"] == ["tinyengine==2.0"]
+    assert new.step("engine").values["version"].value == "2.0"
+    # a new engine invalidates every step: nothing is reused
+    assert {s.status for s in new.steps} == {"ok"}
+    # the same release again: the aside install is kept, and nothing runs
+    again = course("run", LAB, "--engine", "tinyengine==2.0", "--wheels", str(wheels))
+    assert again.returncode == 0 and "Nothing to do" in again.stderr
+    assert len(list((project / ".cache" / "engines").iterdir())) == 2
+    # the packages installed in the environment were not touched
+    plain = course("run", LAB, "--dry-run")
+    assert "engine tinyengine 2.0 -> None" in plain.stdout
+    diff = course("diff", LAB, "--json")
+    assert '"package": "tinyengine"' in diff.stdout and '"new": "2.0"' in diff.stdout
+
+
+def test_engine_that_cannot_be_installed_names_itself(
+    project: Path, course: CourseRun, tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = course("run", LAB, "--engine", "tinyengine==9.9", "--wheels", str(empty))
+    assert done.returncode == 1
+    assert f"--engine tinyengine==9.9: pip could not install it from {empty}" in done.stderr
+    assert Store(project / "build").runs(LAB) == []
+    engines = project / ".cache" / "engines"
+    assert not engines.exists() or list(engines.iterdir()) == []  # no half-installed folder is left

@@ -1,0 +1,95 @@
+"""Helpers the test modules share (imported as `support`; tests never import each other).
+
+make_project(dst)    the repository's site machinery plus the fixture lesson and its records
+serving(folder)      a folder served over HTTP on 127.0.0.1 for the length of a block
+free_port()          a TCP port nobody listens on right now
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+SITE_FIXTURE = FIXTURES / "site"
+COURSE = [sys.executable, "-m", "course"]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+RUN = "2026-11-20T090000Z-h200"
+"""The fixture lesson's newest good run."""
+OLDER = "2026-11-19T090000Z-h200"
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+CourseRun = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_project(dst: Path) -> Path:
+    """A project folder: the repository's site machinery and the fixture lesson, records
+    included.
+    """
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "mkdocs.yml", dst / "mkdocs.yml")
+    for name in ("macros", "overrides", "docs"):
+        shutil.copytree(REPO / name, dst / name, ignore=_IGNORE, dirs_exist_ok=True)
+    # the fixture's lessons only: the repository's own lesson pages need records the fixture lacks
+    for page in (dst / "docs").rglob("*.md"):
+        if "lesson:" in page.read_text(encoding="utf-8").split("\n---", 1)[0]:
+            page.unlink()
+    shutil.copytree(SITE_FIXTURE, dst, ignore=_IGNORE, dirs_exist_ok=True)
+    return dst
+
+
+LESSON = "tiny-cache"
+"""The fixture lesson."""
+LONG_LINE = "lab $ " + " ".join(f"word{i:03d}" for i in range(60)) + " END-OF-THE-LONG-LINE"
+LONG_PAGE = f"""
+
+## Long lines
+
+```text
+{LONG_LINE}
+```
+"""
+
+
+def make_package_project(dst: Path) -> Path:
+    """The pages' fixture project, with a page holding a long line (for the PDF)."""
+    make_project(dst)
+    tiny = dst / "docs" / "part-1" / "tiny.md"
+    tiny.write_text(tiny.read_text(encoding="utf-8") + LONG_PAGE, encoding="utf-8")
+    return dst
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serving(folder: Path, port: int = 0) -> Iterator[str]:
+    """Serve a folder on a local port (a free one by default) for the duration of the block."""
+    handler = functools.partial(_Quiet, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
