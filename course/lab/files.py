@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 from pathlib import Path
 
@@ -21,8 +22,11 @@ def lab_files(folder: Path) -> list[str]:
     return sorted(out)
 
 
-def expand_inputs(folder: Path, globs: list[str]) -> dict[str, list[str]]:
-    """Each input glob of a step with the lab files it matches."""
+def expand_inputs(
+    folder: Path, globs: list[str], extra: list[str] | None = None
+) -> dict[str, list[str]]:
+    """Each input glob of a step with the lab files it matches (and the `extra` names, included
+    from other labs, that it matches by name)."""
     files = set(lab_files(folder))
     result = {}
     for pattern in globs:
@@ -30,5 +34,7 @@ def expand_inputs(folder: Path, globs: list[str]) -> dict[str, list[str]]:
             Path(m).relative_to(folder).as_posix()
             for m in glob.glob(str(folder / pattern), recursive=True)
         )
-        result[pattern] = [m for m in matched if m in files]
+        found = [m for m in matched if m in files]
+        found += [name for name in extra or [] if fnmatch.fnmatch(name, pattern)]
+        result[pattern] = sorted(set(found))
     return result

@@ -14,7 +14,7 @@ from pydantic import (
 )
 
 from ..errors import LabError
-from .files import expand_inputs
+from .files import expand_inputs, lab_files
 from .schema import Lab, suggest
 
 
@@ -31,6 +31,16 @@ class LoadedLab(BaseModel):
     def folder(self) -> Path:
         """The lab folder (what a learner gets)."""
         return self.path.parent
+
+    @property
+    def included(self) -> dict[str, Path]:
+        """The files `include:` names, by the name they take in the lab folder."""
+        return {Path(rel).name: (self.folder / rel).resolve() for rel in self.lab.include}
+
+    def sources(self) -> dict[str, Path]:
+        """Every file a run starts from: the lab folder's own, then the included ones."""
+        own = {name: self.folder / name for name in lab_files(self.folder)}
+        return {**own, **self.included}
 
     def display_path(self) -> str:
         """The lab file as a message names it."""
@@ -66,8 +76,10 @@ def load_lab(path: Path) -> LoadedLab:
     problems = []
     if lab.lesson != path.parent.name:
         problems.append(f"lesson: '{lab.lesson}' differs from its folder name '{path.parent.name}'")
+    problems += _check_includes(lab.include, path.parent, node)
+    extra = [Path(rel).name for rel in lab.include]
     for index, step in enumerate(lab.steps):
-        for pattern, matched in expand_inputs(path.parent, step.inputs or []).items():
+        for pattern, matched in expand_inputs(path.parent, step.inputs or [], extra).items():
             if not matched:
                 line = _line_of(node, ("steps", index, "inputs"))
                 problems.append(
@@ -78,8 +90,27 @@ def load_lab(path: Path) -> LoadedLab:
     return LoadedLab(lab=lab, path=path)
 
 
+def _check_includes(include: list[str], folder: Path, node: yaml.Node | None) -> list[str]:
+    """Each included file must exist in another lab of the same `lab/` folder, and not shadow one."""
+    problems = []
+    labs = folder.parent.resolve()
+    own = set(lab_files(folder))
+    for index, rel in enumerate(include):
+        line = _line_of(node, ("include", index))
+        target = (folder / rel).resolve()
+        if not target.is_relative_to(labs) or target.is_relative_to(folder.resolve()):
+            problems.append(f"{line}include: '{rel}' must name a file of another lab under lab/")
+        elif not target.is_file():
+            problems.append(f"{line}include: '{rel}' is not a file ({target} does not exist)")
+        elif target.name in own:
+            problems.append(
+                f"{line}include: '{rel}' would replace the lab's own {target.name}; rename one"
+            )
+    return problems
+
+
 _KNOWN_KEYS: dict[str, set[str]] = {
-    "lab": {"lesson", "title", "engine", "python", "setup", "resources", "steps"},
+    "lab": {"lesson", "title", "engine", "python", "setup", "resources", "include", "steps"},
     "step": {
         "id",
         "title",

@@ -191,6 +191,10 @@ class Lab(_Strict):
     """Declared set-up time."""
     resources: Resources | None = None
     """The machine the lab needs when it runs in the cloud; none: CPU only, the cloud's default disk."""
+    include: list[str] = []
+    """Files of another lesson's lab that this lab uses, as paths from this lab's folder (e.g.
+    `../kv-cache/decoder.py`): each run copies them into the scratch folder by file name, step
+    hashes count them, and the lesson zip carries them. Shared code lives once in the repository."""
     steps: list[Step] = Field(min_length=1)
     """The steps, run in order."""
 

@@ -158,10 +158,10 @@ def step_outputs(lab: LoadedLab) -> set[str]:
 
 
 def lab_entries(lab: LoadedLab) -> list[Entry]:
-    """The lab folder's files as zip entries under `lab/`."""
+    """The lab folder's files and the files it includes from other labs, under `lab/`."""
     entries = []
-    for name in lab_listing(lab.folder, step_outputs(lab)):
-        path = lab.folder / name
+    files = {name: lab.folder / name for name in lab_listing(lab.folder, step_outputs(lab))}
+    for name, path in sorted({**files, **lab.included}.items()):
         executable = path.stat().st_mode & stat.S_IXUSR
         entries.append(
             Entry(f"lab/{name}", path.read_bytes(), EXEC_MODE if executable else FILE_MODE)

@@ -150,6 +150,8 @@ def terminal(ctx: PageContext, step: str, lines: str | None = None) -> str:
 def _lab_file(ctx: PageContext, name: str) -> str:
     folder = (ctx.root / "lab" / ctx.lesson).resolve()
     path = (folder / name).resolve()
+    if name in ctx.lab.included:
+        return ctx.lab.included[name].read_text(encoding="utf-8")
     if folder not in path.parents or not path.is_file():
         files = ", ".join(lab_files(folder)) if folder.is_dir() else "no lab folder"
         raise WidgetError(f"no file '{name}' in lab/{ctx.lesson}/ (its files: {files})")

@@ -345,7 +345,9 @@ class SshHost:
         return ok == "ok" and done.returncode == 0, what or last_line(done.stderr)
 
     @contextmanager
-    def workspace(self, folder: Path, lesson: str) -> Iterator[Workspace]:
+    def workspace(
+        self, folder: Path, lesson: str, included: Mapping[str, Path]
+    ) -> Iterator[Workspace]:
         """Send the lab folder to `<parent>/<lesson>` on the host; a local folder holds what is
         fetched.
         """
@@ -353,6 +355,8 @@ class SshHost:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             tar.add(folder, arcname=".", filter=lab_member)
+            for name, source in included.items():
+                tar.add(source, arcname=name, filter=lab_member)
         done = self.run(
             f"mkdir -p {shlex.quote(path)} && tar -x -C {shlex.quote(path)}", buffer.getvalue()
         )

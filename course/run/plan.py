@@ -10,11 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 from ..errors import RunError
-from ..lab.files import expand_inputs, lab_files
+from ..lab.files import expand_inputs
 from ..lab.load import LoadedLab
 from ..lab.schema import AnyStep, StartStep, StopStep
 from ..record.files import sha256_file
@@ -70,7 +69,8 @@ def hash_step(
     elif step.inputs is None:
         names = [n for n in file_hashes if n != loaded.path.name]
     else:
-        names = sorted({m for ms in expand_inputs(loaded.folder, step.inputs).values() for m in ms})
+        found = expand_inputs(loaded.folder, step.inputs, list(loaded.included))
+        names = sorted({m for ms in found.values() for m in ms})
     parts = HashParts(
         definition=definition,
         inputs={n: file_hashes[n] for n in names},
@@ -80,9 +80,9 @@ def hash_step(
     return _digest(parts.model_dump(mode="json")), parts
 
 
-def hash_lab_files(folder: Path) -> dict[str, str]:
-    """SHA-256 of every lab file."""
-    return {name: sha256_file(folder / name) for name in lab_files(folder)}
+def hash_lab_files(loaded: LoadedLab) -> dict[str, str]:
+    """SHA-256 of every file a run starts from (the lab's own and the included ones)."""
+    return {name: sha256_file(path) for name, path in loaded.sources().items()}
 
 
 def service_spans(steps: list[AnyStep]) -> list[tuple[int, int]]:
@@ -147,7 +147,7 @@ def make_plan(
             raise RunError(
                 f"{loaded.display_path()}: {option} {value}: no such step (steps: {', '.join(ids)})"
             )
-    file_hashes = hash_lab_files(loaded.folder)
+    file_hashes = hash_lab_files(loaded)
     # the newest good run is consulted first, then every other run, newest first
     good = [r for r in history if r.good]
     candidates = (good[-1:] if good else []) + [

@@ -146,7 +146,7 @@ def _run_on(
         writer = RunWriter(store, record)
         t0 = time.monotonic()
         display = Display(console, redact, options.quiet)
-        with host.workspace(loaded.folder, lesson) as ws, display:
+        with host.workspace(loaded.folder, lesson, loaded.included) as ws, display:
             env = {**_base_env(host, options, lesson, run_id), **extra_env}
             ctx = Context(loaded, writer, host, ws, display, env, redact)
             failure: Failure | None = None

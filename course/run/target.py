@@ -114,8 +114,11 @@ class Host(Protocol):
     def http_ready(self, url: str) -> tuple[bool, str]:
         """Whether a readiness URL answers 2xx from the host, and what it answered."""
 
-    def workspace(self, folder: Path, lesson: str) -> AbstractContextManager[Workspace]:
-        """A fresh copy of the lab folder on the host, removed afterwards."""
+    def workspace(
+        self, folder: Path, lesson: str, included: Mapping[str, Path]
+    ) -> AbstractContextManager[Workspace]:
+        """A fresh copy of the lab folder (plus the files it includes, by name) on the host,
+        removed afterwards."""
 
 
 class Target(Protocol):
@@ -183,12 +186,16 @@ class LocalHost:
         return response.is_success, f"status {response.status_code}"
 
     @contextmanager
-    def workspace(self, folder: Path, lesson: str) -> Iterator[Workspace]:
-        """A fresh copy of the lab folder, removed afterwards."""
+    def workspace(
+        self, folder: Path, lesson: str, included: Mapping[str, Path]
+    ) -> Iterator[Workspace]:
+        """A fresh copy of the lab folder and the files it includes, removed afterwards."""
         parent = Path(tempfile.mkdtemp(prefix=f"course-{lesson}-"))
         scratch = parent / lesson
         try:
             shutil.copytree(folder, scratch, ignore=copy_ignore, symlinks=True)
+            for name, source in included.items():
+                shutil.copyfile(source, scratch / name)
             yield LocalWorkspace(scratch)
         finally:
             shutil.rmtree(parent, ignore_errors=True)

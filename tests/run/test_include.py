@@ -1,0 +1,71 @@
+"""`include:` in lab.yml: a file of another lesson's lab, copied into each run, hashed, zipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import CourseRun
+
+from course.errors import LabError
+from course.lab.load import load_lab
+from course.package.bundle import lab_entries
+from course.record.store import Store
+
+LAB = "echo-server"
+SHARED = 'def greet(name):\n    return f"shared says hello to {name}"\n'
+RECIPE = """\
+lesson: user
+title: A lab that uses a file of another lab
+include: [../echo-server/shared.py]
+steps:
+  - id: hello
+    run: python3 -c "import shared; print(shared.greet('you'))"
+    inputs: [shared.py]
+    capture:
+      said: {regex: '^(shared says .+)$', type: str}
+"""
+
+
+def make_user(project: Path, recipe: str = RECIPE) -> Path:
+    (project / "lab" / LAB / "shared.py").write_text(SHARED)
+    folder = project / "lab" / "user"
+    folder.mkdir(exist_ok=True)
+    (folder / "lab.yml").write_text(recipe)
+    return folder / "lab.yml"
+
+
+def test_an_included_file_runs_counts_in_the_hash_and_travels_in_the_zip(
+    project: Path, course: CourseRun
+) -> None:
+    path = make_user(project)
+    done = course("run", "user")
+    assert done.returncode == 0, done.stderr
+    (run,) = Store(project / "build").runs("user")
+    step = run.record.step("hello")
+    assert step.values["said"].value == "shared says hello to you"
+    assert set(step.hash_parts.inputs) == {"shared.py"}
+    # a change to the shared file re-runs the step that reads it
+    shared = project / "lab" / LAB / "shared.py"
+    shared.write_text(SHARED.replace("hello", "hi"))
+    plan = course("run", "user", "--dry-run")
+    assert plan.returncode == 0 and "changed: shared.py" in plan.stdout
+    # the lesson zip carries the included file beside the lab's own
+    names = [e.name for e in lab_entries(load_lab(path))]
+    assert names == ["lab/lab.yml", "lab/shared.py"]
+    assert not (project / "lab" / "user" / "shared.py").exists()  # never copied into the repo
+
+
+@pytest.mark.parametrize(
+    ("include", "message"),
+    [
+        ("/etc/hostname", "include: '/etc/hostname' must name a file of another lab under lab/"),
+        ("../echo-server/nope.py", "include: '../echo-server/nope.py' is not a file"),
+        ("lab.yml", "include: 'lab.yml' must name a file of another lab under lab/"),
+    ],
+)
+def test_a_bad_include_is_refused_with_its_line(project: Path, include: str, message: str) -> None:
+    path = make_user(project, RECIPE.replace("../echo-server/shared.py", include))
+    with pytest.raises(LabError) as caught:
+        load_lab(path)
+    assert f"line 3: {message}" in str(caught.value)
