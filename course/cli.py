@@ -1,4 +1,5 @@
-"""`course run | build | diff | check | serve`: parse the arguments, call a stage, report errors."""
+"""`course run | build | diff | check | serve | publish`: parse the arguments, call a stage, report
+errors."""
 
 from __future__ import annotations
 
@@ -318,6 +319,55 @@ def serve(root: Path, dev_addr: str) -> None:
     from .site import serve_site
 
     serve_site(root, dev_addr)
+
+
+@cli.command()
+@click.option(
+    "--site-url",
+    metavar="URL",
+    help="The address the site is served at (default: site_url of mkdocs.yml, COURSE_SITE_URL).",
+)
+@click.option(
+    "--to",
+    "to",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Publish into this folder (replaced as a whole), for rsync or object storage.",
+)
+@click.option(
+    "--branch", metavar="NAME", help="Publish as this git branch (e.g. gh-pages), pushed."
+)
+@click.option(
+    "--remote",
+    default="origin",
+    show_default=True,
+    help="With --branch: the git remote to push to.",
+)
+@click.option("-m", "--message", help="With --branch: the commit message.")
+@click.pass_obj
+@reports_errors
+def publish(
+    root: Path,
+    site_url: str | None,
+    to: Path | None,
+    branch: str | None,
+    remote: str,
+    message: str | None,
+) -> None:
+    """Build the site for its real address, check every internal link, and deploy it."""
+    from .publish import publish as publish_site
+
+    done = publish_site(root, site_url, to, branch, remote, message)
+    links = done.links
+    stderr.print(
+        f"built for {done.site_url} in {done.build.seconds:.1f} s; {links.pages} pages, "
+        f"{links.internal:,} internal links and anchors checked, none broken",
+        highlight=False,
+    )
+    if links.external:
+        stderr.print(f"{len(links.external)} external links, listed, not fetched:", highlight=False)
+        for url, count in links.external.items():
+            stderr.print(f"  {url}" + (f" ({count}×)" if count > 1 else ""), highlight=False)
+    stdout.print(f"published: {done.where}", highlight=False)
 
 
 def main() -> None:

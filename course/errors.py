@@ -10,8 +10,10 @@
      ├── RecordError            a record that is missing or unreadable
      ├── ExprError              an expression over recorded values that cannot be read
      (record/quantity.py)
-     └── PageError              a page that cannot be built (names the page and the macro call)
-          └── WidgetError       a block (terminal, listing, figure, check) that cannot be made
+     ├── PageError              a page that cannot be built (names the page and the macro call)
+     │    └── WidgetError       a block (terminal, listing, figure, check) that cannot be made
+     └── PublishError           a site that cannot be published (placeholder address, broken
+                                links, a deploy that failed)
 
 Two exceptions stand outside on purpose: `run.options.Interrupted` (a BaseException, like
 KeyboardInterrupt: Ctrl-C or SIGTERM during a run, so clean-up code runs) and the host-side
@@ -63,3 +65,7 @@ class RecordError(CourseError):
 
 class PageError(CourseError):
     """A page that cannot be built."""
+
+
+class PublishError(CourseError):
+    """A site that cannot be published; the message says what to fix."""

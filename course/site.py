@@ -59,10 +59,18 @@ class _Collect(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def build_site(root: Path, out: Path | None = None, cache_dir: Path | None = None) -> BuildResult:
+def build_site(
+    root: Path,
+    out: Path | None = None,
+    cache_dir: Path | None = None,
+    site_url: str | None = None,
+    jobs: int | None = None,
+) -> BuildResult:
     """Build the HTML site from docs/ and the committed records with mkdocs --strict.
 
     The PDFs and zips are kept between builds in `cache_dir` (default: `.cache/package/`).
+    `site_url` replaces mkdocs.yml's address (`course publish`); `jobs` is the number of
+    processes printing PDFs (default: one per core).
     """
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
@@ -79,7 +87,10 @@ def build_site(root: Path, out: Path | None = None, cache_dir: Path | None = Non
     logger.addHandler(collect)
     started = time.perf_counter()
     try:
-        config = load_config(config_file=str(config_file), site_dir=str(site_dir), strict=True)
+        overrides = {"site_url": site_url} if site_url else {}
+        config = load_config(
+            config_file=str(config_file), site_dir=str(site_dir), strict=True, **overrides
+        )
         build(config)
     except MkDocsException as exc:  # Abort included: mkdocs logged the cause before aborting
         raise PageError(_failure(str(exc), collect.messages)) from None
@@ -90,8 +101,8 @@ def build_site(root: Path, out: Path | None = None, cache_dir: Path | None = Non
     finally:
         logger.removeHandler(collect)
     chosen = lesson_page_runs(root)
-    package_lessons(root, site_dir, chosen, cache_dir)
-    pages = [_built(page, site_dir) for page in chosen]  # site/downloads/<lesson>.pdf and .zip
+    package_lessons(root, site_dir, chosen, cache_dir, site_url, jobs)
+    pages = [_built(page, site_dir) for page in chosen]  # site/downloads/lesson-<n>.pdf, .zip
     seconds = time.perf_counter() - started
     return BuildResult(site_dir, seconds, pages, collect.messages)
 

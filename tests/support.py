@@ -56,6 +56,8 @@ def make_project(dst: Path) -> Path:
 
 LESSON = "tiny-cache"
 """The fixture lesson."""
+STEM = "lesson-1.1"
+"""The fixture lesson's downloads (`lesson-1.1.pdf`, `.zip`) and the zip's folder: its number."""
 LONG_LINE = "lab $ " + " ".join(f"word{i:03d}" for i in range(60)) + " END-OF-THE-LONG-LINE"
 LONG_PAGE = f"""
 

@@ -1,10 +1,10 @@
 """The lesson zip: the lab as in the repository, the figures, the page PDF and START-HERE.md.
 
-    <lesson>.zip
-      <lesson>/START-HERE.md      every step in order: command, purpose, expected output, time
-      <lesson>/<lesson>.pdf       the page
-      <lesson>/figures/*.png      the page's figures
-      <lesson>/lab/...            lab/<lesson>/ without caches, virtual environments or outputs
+    lesson-2.4.zip                named after the lesson's number in the outline
+      lesson-2.4/START-HERE.md    every step in order: command, purpose, expected output, time
+      lesson-2.4/lesson-2.4.pdf   the page
+      lesson-2.4/figures/*.png    the page's figures
+      lesson-2.4/lab/...          lab/<lesson>/ without caches, virtual environments or outputs
 
 The bytes depend only on the inputs: entries sorted by name, every timestamp the record's start
 (or SOURCE_DATE_EPOCH when there is no record), fixed permissions, fixed compression. Names are
@@ -31,7 +31,7 @@ from ..record.models import Run
 from .start_here import START_HERE, start_here
 
 # Bump when the zip's layout or START-HERE.md changes, so cached zips are not reused.
-FORMAT = "zip-1"
+FORMAT = "zip-2"
 FILE_MODE = 0o644
 EXEC_MODE = 0o755
 # Already-compressed files are stored as they are; deflating them again only costs time.
@@ -183,12 +183,16 @@ def figure_entries(figures: list[Path]) -> list[Entry]:
     return entries
 
 
-def bundle_entries(lab: LoadedLab, run: Run, pdf: Path, figures: list[Path]) -> list[Entry]:
-    """Every entry of a lesson's zip, sorted by name."""
+def bundle_entries(
+    lab: LoadedLab, run: Run, pdf: Path, figures: list[Path], stem: str | None = None
+) -> list[Entry]:
+    """Every entry of a lesson's zip, sorted by name; the PDF is `<stem>.pdf` (default: the
+    lesson id)."""
     lesson = lab.lab.lesson
+    name = f"{stem or lesson}.pdf"
     entries = [
-        Entry(START_HERE, start_here(lab, run, f"{lesson}.pdf").encode("utf-8")),
-        Entry(f"{lesson}.pdf", pdf.read_bytes()),
+        Entry(START_HERE, start_here(lab, run, name).encode("utf-8")),
+        Entry(name, pdf.read_bytes()),
         *figure_entries(figures),
         *lab_entries(lab),
     ]

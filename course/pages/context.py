@@ -19,6 +19,7 @@ from .choose import missing_run_message, page_run
 from .claims import ClaimResult
 from .faq import PageData, load_page_data
 from .lessons import LessonMeta
+from .outline import Outline, load_outline
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,11 @@ class PageContext:
     """Every claim checked on the page, in order (for `course diff`)."""
     reveals: dict[str, str] = field(default_factory=dict)
     """Check id -> the measured answer a predict check reveals, as HTML (for `course diff`)."""
+    words: int | None = None
+    """Words of prose once the macros ran (the header's reading time; the landing page's)."""
+    headline: str | None = None
+    """The front matter's headline number, formatted (the social card shows it)."""
+    _outline: Outline | None = None
     _run: Run | None = None
     _lab: LoadedLab | None = None
     _data: PageData | None = None
@@ -80,6 +86,13 @@ class PageContext:
         if not self.meta.lesson:
             raise PageError("this page names no lesson: add `lesson: <name>` to its front matter")
         return self.meta.lesson
+
+    @property
+    def outline(self) -> Outline:
+        """The course outline (docs/course.yml) of the page's project."""
+        if self._outline is None:
+            self._outline = load_outline(self.root / "docs")
+        return self._outline
 
     @property
     def run(self) -> Run:

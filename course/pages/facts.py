@@ -124,6 +124,21 @@ def cost_text(prices: Prices, gpu: str | None, seconds: float) -> tuple[str, lis
     return f"{rate}, so the hands-on part costs {cost}", found
 
 
+def cost_range(prices: Prices, gpu: str | None, seconds: float) -> str | None:
+    """The cost of `seconds` on the GPU at its prices, '$0.21' or '$0.21–$0.27'; None when the
+    run used no GPU or no price is on file."""
+    if gpu is None:
+        return None
+    count = int(gpu.split(" × ")[0]) if " × " in gpu else 1
+    found = prices.gpus.get(gpu.split(" × ")[-1], [])
+    if not found:
+        return None
+    currency = found[0].currency
+    rates = sorted(p.per_hour * count for p in found if p.currency == currency)
+    low, high = (money(r * seconds / 3600, currency) for r in (rates[0], rates[-1]))
+    return low if low == high else f"{low}–{high}"
+
+
 def checked_on(run: Run) -> str:
     """'29 November 2026' from the run's start time."""
     return day(run.record.started)

@@ -13,6 +13,7 @@ from ..lab.files import lab_files
 from . import facts
 from .context import PageContext
 from .format import minutes_text, money
+from .links import read_first_items
 
 
 def lesson_header(page: PageContext, markdown: str) -> str:
@@ -48,8 +49,10 @@ def lesson_header(page: PageContext, markdown: str) -> str:
             f"{facts.checked_on(run)}, with {html.escape(facts.engine_text(run))} "
             f"(run <code>{html.escape(run.run_id)}</code>)",
         ),
-        facts.fact_row("Downloads", _downloads(page)),
     ]
+    downloads = _downloads(page)
+    if downloads:
+        rows.append(facts.fact_row("Downloads", downloads))
     total = len(page.data.checks)
     progress = ""
     if total:
@@ -81,7 +84,7 @@ def lesson_header(page: PageContext, markdown: str) -> str:
             + "\n".join(f"- {o}" for o in meta.outcomes)
         )
     if meta.read_first:
-        after.append("**Read first:** " + ", ".join(meta.read_first) + ".")
+        after.append("**Read first:** " + ", ".join(read_first_items(page)) + ".")
     if after:
         header += (
             '\n\n<div class="course-outcomes" markdown="1">\n\n' + "\n\n".join(after) + "\n\n</div>"
@@ -102,8 +105,13 @@ def _price_sources(prices: list[facts.Price]) -> str:
 
 
 def _downloads(page: PageContext) -> str:
+    """Links to the lesson's zip and PDF (named by its number), or '' for a lesson the outline
+    does not list (it has no downloads)."""
+    listed = [x for x in page.outline.lessons if x.id == page.lesson]
+    if not listed:
+        return ""
     base = page.to_root()
-    lesson = html.escape(page.lesson, quote=True)
+    lesson = html.escape(listed[0].download_stem, quote=True)
     files = lab_files(page.root / "lab" / page.lesson)
     shown = ", ".join(f"<code>{html.escape(f)}</code>" for f in files[:8])
     more = f" and {len(files) - 8} more" if len(files) > 8 else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 
 from ..errors import CourseError
+from ..record.models import Run
 from ..record.store import Store
 from . import facts
 from .context import PageContext
@@ -45,13 +46,23 @@ def run_history(ctx: PageContext, headline: list[str] | dict[str, str] | None = 
         labelled = {html.escape(label): name for label, name in headline.items()}
     else:
         labelled = {f"<code>{html.escape(n)}</code>": n for n in headline or []}
-    names = list(labelled.values())
-    for name in names:  # an unknown headline value is the author's typo: say so
+    for name in labelled.values():  # an unknown headline value is the author's typo: say so
         ctx.lookup(name)
+    return runs_table(runs, ctx.run.run_id, labelled)
+
+
+def runs_table(
+    runs: list[Run], shown: str | None, labelled: dict[str, str], label: str = "Run history"
+) -> str:
+    """Runs, newest first, as a table: run, date, status, GPU, engine, then each labelled value.
+
+    `shown` is the run the page shows (marked); `labelled` maps column headers (HTML) to values.
+    """
+    names = list(labelled.values())
     head = ["run", "date", "status", "GPU", "engine", *labelled]
     rows = []
     for run in reversed(runs):
-        this = " (this page)" if run.run_id == ctx.run.run_id else ""
+        this = " (this page)" if run.run_id == shown else ""
         cells = [
             f"<code>{html.escape(run.run_id)}</code>{this}",
             html.escape(facts.checked_on(run)),
@@ -73,6 +84,6 @@ def run_history(ctx: PageContext, headline: list[str] | dict[str, str] | None = 
     header = "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
     return (
         '<div class="course-history md-typeset__scrollwrap" tabindex="0" role="region" '
-        'aria-label="Run history"><div class="md-typeset__table"><table>'
+        f'aria-label="{html.escape(label, quote=True)}"><div class="md-typeset__table"><table>'
         f"<thead>{header}</thead><tbody>{''.join(rows)}</tbody></table></div></div>"
     )

@@ -1,19 +1,21 @@
-"""The lesson registry: which page of `docs/` teaches which lesson, read from front matter.
+"""The page registry: which page of `docs/` teaches which lesson, and the site's navigation.
 
-A lesson page's front matter:
+Where a lesson sits (its part, its number, its title) comes from the outline, `docs/course.yml`
+(`outline.py`); a page's own facts come from its front matter:
 
     ---
-    title: The KV cache
-    lesson: kv-cache                      # lab/kv-cache/, build/kv-cache/
+    lesson: kv-cache                      # optional on a lesson page (the outline names it)
     run: 2026-11-29T101233Z-h200          # optional: pin a run (default: the newest good one)
-    part: Part 2 · The maths of one request
-    number: "2.4"
     summary: What a model keeps for every earlier token, and how much of the GPU it takes.
     outcomes: [...]                       # 3-5 things the reader can do afterwards
-    read_first: ["[Tokens](../part-1/tokens.md)"]
+    read_first: [prefill-decode]          # lesson ids (linked, or shown as coming) or topics
+    headline: {value: size.bytes_per_token_8b, unit: KiB, label: per token for Qwen3-8B}
     ---
 
-Any other page may say `section: For authors` to be grouped under that heading in the navigation.
+The learners' side of the site is the home page and the outline's lessons; every other page is on
+the authors' side (`outline.AUTHORS`), which the learners' navigation, previous/next and search
+never lead to. A page outside the outline that names a `lesson:` reads that lesson's records (a
+page about an older run, say) and must say `section:` to be placed there on purpose.
 """
 
 from __future__ import annotations
@@ -27,9 +29,25 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..errors import PageError
+from .outline import AUTHORS, OUTLINE, Outline, load_outline, merged_meta
 
 _FRONT = re.compile(r"\A---[ \t]*\n(.*?\n)?---[ \t]*(?:\n|\Z)", re.DOTALL)
 _NUMBER = re.compile(r"\d+")
+
+
+class Headline(BaseModel):
+    """A lesson's headline number: a recorded value (or arithmetic on values) and what it is."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: str
+    """The expression, as `value()` takes it: `size.bytes_per_token_8b`."""
+    label: str
+    """What the number is, in a few words: 'per token for Qwen3-8B'."""
+    unit: str | None = None
+    """The unit to show it in."""
+    decimals: int | None = None
+    """Decimal places (default as `value()`)."""
 
 
 class LessonMeta(BaseModel):
@@ -52,9 +70,11 @@ class LessonMeta(BaseModel):
     outcomes: list[str] = []
     """What the reader will be able to do afterwards."""
     read_first: list[str] = []
-    """Pages to read first, as Markdown links."""
+    """What to read first: lesson ids (a link, or the lesson shown as coming) or topics in words."""
     section: str | None = None
-    """For a page that is not a lesson: the navigation heading it sits under."""
+    """For a page that is not a lesson: the heading of the authors' side it sits under."""
+    headline: Headline | None = None
+    """The number the lesson's social card shows."""
 
     @field_validator("number", mode="before")
     @classmethod
@@ -74,12 +94,46 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
 
 
 def read_meta(path: Path, shown: str) -> tuple[LessonMeta, dict[str, Any], str]:
-    """A page's validated front matter, its raw mapping and its body; PageError naming the page."""
+    """A page's validated front matter, its raw mapping and its body; PageError naming the page.
+
+    The page's place in the course (lesson, title, part, number) is the outline's when the page
+    lies in a docs/ folder that has one.
+    """
     try:
         raw, body = split_front_matter(path.read_text(encoding="utf-8"))
-        return LessonMeta.model_validate(raw), raw, body
-    except (yaml.YAMLError, ValueError, TypeError, ValidationError) as exc:
+    except (yaml.YAMLError, ValueError, TypeError) as exc:
         raise PageError(f"{shown}: front matter: {exc}") from None
+    docs = _docs_of(path, shown)
+    if docs is not None:
+        return page_meta(load_outline(docs), shown.removeprefix("docs/"), raw), raw, body
+    return _validated(raw, shown), raw, body
+
+
+def _docs_of(path: Path, shown: str) -> Path | None:
+    """The docs/ folder of a page named `docs/<src>`, when it has an outline."""
+    if not shown.startswith("docs/"):
+        return None
+    docs = path
+    for _ in shown.removeprefix("docs/").split("/"):
+        docs = docs.parent
+    return docs if (docs / OUTLINE).is_file() else None
+
+
+def _validated(raw: dict[str, Any], shown: str) -> LessonMeta:
+    try:
+        return LessonMeta.model_validate(raw)
+    except (ValueError, TypeError, ValidationError) as exc:
+        raise PageError(f"{shown}: front matter: {exc}") from None
+
+
+def page_meta(outline: Outline, src: str, raw: dict[str, Any]) -> LessonMeta:
+    """A page's front matter with its place in the outline; PageError naming the page when the
+    front matter contradicts the outline.
+    """
+    merged, problems = merged_meta(outline, src, raw)
+    if problems:
+        raise PageError(f"docs/{src}: " + "; ".join(problems))
+    return _validated(merged, f"docs/{src}")
 
 
 def page_url(src: str) -> str:
@@ -115,17 +169,21 @@ class PageEntry:
 
 
 def scan(docs: Path) -> list[PageEntry]:
-    """Every Markdown page under docs/, sorted by path, with its front matter."""
+    """Every Markdown page under docs/, sorted by path, with its front matter and outline facts."""
+    outline = load_outline(docs)
     pages = []
     for path in sorted(docs.rglob("*.md")):
         src = path.relative_to(docs).as_posix()
-        meta, raw, _ = read_meta(path, f"docs/{src}")
-        pages.append(PageEntry(src, meta, raw))
+        try:
+            raw, _ = split_front_matter(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, ValueError, TypeError) as exc:
+            raise PageError(f"docs/{src}: front matter: {exc}") from None
+        pages.append(PageEntry(src, page_meta(outline, src, raw), raw))
     return pages
 
 
 def lesson_pages(docs: Path) -> list[PageEntry]:
-    """The pages that teach a lesson (front matter `lesson:`), in course order."""
+    """The pages that read a lesson's records, in course order: the outline's lessons first."""
     return sorted((p for p in scan(docs) if p.meta.lesson), key=_order)
 
 
@@ -136,23 +194,61 @@ def _order(page: PageEntry) -> tuple[tuple[int, ...], tuple[int, ...], str]:
     return numbers(page.meta.part), numbers(page.meta.number), page.src
 
 
-def navigation(docs: Path) -> list[Any]:
-    """mkdocs `nav`: home, then each part with its lessons in order, then the other sections."""
-    pages = scan(docs)
-    nav: list[Any] = [{"Home": "index.md"}] if (docs / "index.md").is_file() else []
-    parts: dict[str, list[Any]] = {}
-    for page in sorted((p for p in pages if p.meta.lesson), key=_order):
-        label = f"{page.meta.number} · {page.title}" if page.meta.number else page.title
-        parts.setdefault(page.meta.part or "Lessons", []).append({label: page.src})
-    nav.extend({part: entries} for part, entries in parts.items())
-    sections: dict[str, list[Any]] = {}
-    loose: list[Any] = []
+def learners_pages(docs: Path) -> set[str]:
+    """The pages of the learners' side: the home page and the outline's written lessons."""
+    return {"index.md"} | {lesson.src for lesson in load_outline(docs).written}
+
+
+def placement_problems(outline: Outline, pages: list[PageEntry]) -> list[str]:
+    """Pages the outline should name but does not, and authors' pages it names that are missing."""
+    problems = []
     for page in pages:
-        if page.meta.lesson or page.src == "index.md":
-            continue
-        (sections.setdefault(page.meta.section, []) if page.meta.section else loose).append(
-            {page.title: page.src}
-        )
-    nav.extend(loose)
-    nav.extend({name: entries} for name, entries in sections.items())
+        if page.meta.lesson and outline.by_page(page.src) is None and not page.meta.section:
+            listed = next((x for x in outline.lessons if x.id == page.meta.lesson), None)
+            where = (
+                f"docs/{OUTLINE} lists lesson '{listed.id}' with the page docs/{listed.src}"
+                if listed
+                else f"docs/{OUTLINE} does not list lesson '{page.meta.lesson}'"
+            )
+            problems.append(
+                f"docs/{page.src} names lesson '{page.meta.lesson}', but {where}: list it "
+                "there, or give the page a `section:` to place it on the authors' side"
+            )
+    existing = {p.src for p in pages}
+    problems += [
+        f"docs/{OUTLINE}: authors: page docs/{src} does not exist"
+        for src in outline.authors
+        if src not in existing
+    ]
+    return problems
+
+
+def navigation(docs: Path) -> list[Any]:
+    """mkdocs `nav`: the course (home, then each part with its written lessons in order), then
+    the authors' side; PageError listing every page that is not where the outline says.
+    """
+    outline = load_outline(docs)
+    pages = scan(docs)
+    problems = placement_problems(outline, pages)
+    if problems:
+        raise PageError("\n".join(problems))
+    course: list[Any] = ["index.md"] if (docs / "index.md").is_file() else []
+    for part in outline.parts:
+        entries = [{lesson.label: lesson.src} for lesson in part.lessons if lesson.written]
+        if entries:
+            course.append({part.label: entries})
+    learners = learners_pages(docs)
+    by_src = {p.src: p for p in pages}
+    rest = [p for p in pages if p.src not in learners and p.src not in outline.authors]
+    authors: list[Any] = [{by_src[src].title: src} for src in outline.authors]
+    sections: dict[str, list[Any]] = {}
+    for page in rest:
+        section = page.meta.section if page.meta.section not in (None, AUTHORS) else None
+        (sections.setdefault(section, []) if section else authors).append({page.title: page.src})
+    authors.extend({name: entries} for name, entries in sections.items())
+    nav: list[Any] = []
+    if course:
+        nav.append({"Course": course})
+    if authors:
+        nav.append({AUTHORS: authors})
     return nav

@@ -18,8 +18,9 @@ from mkdocs.exceptions import PluginError
 
 from .context import PageContext, Problem
 from .facts import prose_words
-from .lessons import LessonMeta, navigation
+from .lessons import navigation, page_meta
 from .macros import MACROS
+from .outline import load_outline
 from .render import finish, structured_data
 
 log = logging.getLogger("mkdocs.course")
@@ -59,10 +60,11 @@ def context_for(env: Any) -> PageContext:
     ctx = STATE.pages.get(src)
     if ctx is None:
         config = env.conf
+        root = Path(config.config_file_path).resolve().parent
         ctx = PageContext(
-            root=Path(config.config_file_path).resolve().parent,
+            root=root,
             src=src,
-            meta=LessonMeta.model_validate(page.meta or {}),
+            meta=page_meta(load_outline(Path(config["docs_dir"])), src, dict(page.meta or {})),
             raw_meta=dict(page.meta or {}),
             url=page.url,
             site_dir=Path(config.site_dir),
@@ -92,6 +94,7 @@ def on_post_page_macros(env: Any) -> None:
     """After a page's macros: add the lesson header and the page's structured data."""
     ctx = context_for(env)
     words = prose_words(env.markdown)
+    ctx.words = words
     env.markdown = finish(ctx, env.markdown)
     data = structured_data(ctx, words)
     if data:

@@ -16,13 +16,18 @@ import jinja2
 
 from ..record.models import Run
 from . import facts
+from . import freshness as _freshness  # noqa: F401 - registers freshness(), run_histories()
 from . import history as _history  # noqa: F401 - registers provenance() and run_history()
+from . import landing as _landing  # noqa: F401 - registers course_outline()
+from . import links as _links  # noqa: F401 - registers lesson_link()
+from . import reference as _reference  # noqa: F401 - registers lab_reference()
 from .claims import plain_text
 from .context import PageContext
 from .faq import jsonld
 from .format import iso_duration
 from .header import lesson_header
 from .lessons import PageEntry, page_url, read_meta
+from .links import next_block
 from .macros import ANSWERABLE, MACROS, bound, render_text
 
 
@@ -72,7 +77,16 @@ def hint(error: str) -> str:
 
 
 def finish(ctx: PageContext, markdown: str) -> str:
-    """After the macros ran: report unplaced checks and put the lesson header on top."""
+    """After the macros ran: report unplaced checks, format the headline number, and put the
+    lesson header on top and the way to the next lesson at the end."""
+    headline = ctx.meta.headline
+    if headline is not None:
+        value = MACROS["value"].__wrapped__  # type: ignore[attr-defined]
+        try:
+            shown = value(ctx, headline.value, unit=headline.unit, decimals=headline.decimals)
+            ctx.headline = plain_text(shown)
+        except ANSWERABLE as exc:
+            ctx.problem(f"headline: {headline.value!r} (front matter)", str(exc).strip())
     if not ctx.meta.lesson:
         return markdown
     try:
@@ -89,7 +103,10 @@ def finish(ctx: PageContext, markdown: str) -> str:
                     f'check("{check_id}")',
                     "declared in the page's data but never placed on the page",
                 )
-        return lesson_header(ctx, markdown) + "\n\n" + markdown
+        closing = next_block(ctx)
+        return (
+            lesson_header(ctx, markdown) + "\n\n" + markdown + ("\n\n" + closing if closing else "")
+        )
     except ANSWERABLE as exc:
         ctx.problem("(page header)", str(exc))
         return markdown

@@ -1,7 +1,9 @@
-/* The course's widgets: knowledge checks and predict-then-measure checks, and the progress line.
+/* The course's widgets: knowledge checks and predict-then-measure checks, the progress line, and
+   the landing page's progress per lesson with "continue where you left off".
    Answers are kept in localStorage under the site's base path, the page and the check id; only
-   the first answer of each check counts. Without this script the checks stay readable: the
-   question, the options and, in a collapsed block, the answer. */
+   the first answer of each check counts. A lesson page also notes itself as the last one read.
+   Without this script the checks stay readable: the question, the options and, in a collapsed
+   block, the answer; the landing page lists the lessons without the reader's progress. */
 (function () {
   "use strict";
   var PREFIX = "course.checks";
@@ -22,10 +24,11 @@
     if (path.indexOf(BASE) === 0) path = path.slice(BASE.length);
     return path.replace(/index\.html$/, "") || "/";
   }
-  function storageKey(id) { return PREFIX + ":" + BASE + ":" + pageKey() + ":" + id; }
-  function load(id) {
-    try { return JSON.parse(localStorage.getItem(storageKey(id))); } catch (e) { return null; }
+  function storageKey(id, page) { return PREFIX + ":" + BASE + ":" + (page || pageKey()) + ":" + id; }
+  function load(id, page) {
+    try { return JSON.parse(localStorage.getItem(storageKey(id, page))); } catch (e) { return null; }
   }
+  var LAST = "course.last:" + BASE;
   function save(id, value) {
     try { localStorage.setItem(storageKey(id), JSON.stringify(value)); } catch (e) { /* private mode */ }
   }
@@ -137,8 +140,52 @@
     });
   }
 
+  /* A lesson page notes itself as the one to continue from. */
+  function noteLastLesson() {
+    var header = document.querySelector(".course-lesson-header[data-lesson]");
+    if (!header) return;
+    var title = header.querySelector("h1");
+    try {
+      localStorage.setItem(LAST, JSON.stringify({ page: pageKey(), title: title ? title.textContent : "" }));
+    } catch (e) { /* private mode */ }
+  }
+
+  /* The landing page: each lesson's progress, and the way back to the last lesson read. */
+  function showCourseProgress() {
+    var lessons = {};
+    document.querySelectorAll("[data-course-lesson]").forEach(function (item) {
+      var page = item.getAttribute("data-page");
+      var ids = (item.getAttribute("data-checks") || "").split(" ").filter(Boolean);
+      var answered = 0, right = 0, firstOpen = null;
+      ids.forEach(function (id) {
+        var first = load(id, page);
+        if (first) { answered += 1; if (first.right) right += 1; } else if (firstOpen === null) firstOpen = id;
+      });
+      var title = item.querySelector(".course-lesson__title a");
+      lessons[page] = { title: title ? title.textContent : page, answered: answered, open: firstOpen };
+      var line = item.querySelector("[data-course-lesson-progress]");
+      if (!line) return;
+      var noun = ids.length === 1 ? "check" : "checks";
+      line.textContent = answered === 0 ? "Not started: " + ids.length + " " + noun + " to answer."
+        : answered + " of " + ids.length + " " + noun + " answered, " + right + " right.";
+      line.hidden = false;
+    });
+    var cont = document.querySelector("[data-course-continue]");
+    if (!cont) return;
+    var last = null;
+    try { last = JSON.parse(localStorage.getItem(LAST)); } catch (e) { last = null; }
+    var lesson = last && lessons[last.page];
+    if (!lesson) { cont.hidden = true; return; }
+    var link = cont.querySelector("a");
+    link.textContent = "Continue where you left off: " + lesson.title;
+    link.setAttribute("href", BASE + last.page + (lesson.answered && lesson.open ? "#check-" + lesson.open : ""));
+    cont.hidden = false;
+  }
+
   function init() {
     nameMaterialWidgets();
+    noteLastLesson();
+    showCourseProgress();
     document.querySelectorAll(".course-check").forEach(setup);
     var reset = document.querySelector(".course-progress__reset");
     if (reset && !reset.getAttribute("data-ready")) {

@@ -79,8 +79,8 @@ def test_the_lesson_page_is_built_from_the_newest_good_run(site: tuple[Path, str
     }  # run history
     assert "course-error" not in html
     assert html.count('class="course-check') >= 9
-    assert (site_dir / "downloads" / "kv-cache.pdf").is_file() and (
-        site_dir / "downloads" / "kv-cache.zip"
+    assert (site_dir / "downloads" / "lesson-2.4.pdf").is_file() and (
+        site_dir / "downloads" / "lesson-2.4.zip"
     ).is_file()
     assert '"@type": "FAQPage"' in html or '"@type":"FAQPage"' in html
 

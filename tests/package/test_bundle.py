@@ -14,17 +14,17 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from support import LESSON, REPO, SITE_FIXTURE
+from support import LESSON, REPO, SITE_FIXTURE, STEM
 
 from course.package.bundle import Entry, lab_listing, safe_name, write_zip, zip_date
 
 EXPECTED = [
-    f"{LESSON}/START-HERE.md",
-    f"{LESSON}/figures/tiny_cache.png",
-    f"{LESSON}/lab/decode.py",
-    f"{LESSON}/lab/lab.yml",
-    f"{LESSON}/lab/size.py",
-    f"{LESSON}/{LESSON}.pdf",
+    f"{STEM}/START-HERE.md",
+    f"{STEM}/figures/tiny_cache.png",
+    f"{STEM}/lab/decode.py",
+    f"{STEM}/lab/lab.yml",
+    f"{STEM}/lab/size.py",
+    f"{STEM}/{STEM}.pdf",
 ]
 
 
@@ -35,13 +35,13 @@ def roots(package_builds: tuple[Path, Path]) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def zip_file(roots: tuple[Path, Path]) -> Path:
-    return roots[0] / "site" / "downloads" / f"{LESSON}.zip"
+    return roots[0] / "site" / "downloads" / f"{STEM}.zip"
 
 
 @pytest.fixture(scope="module")
 def start_here(zip_file: Path) -> str:
     with zipfile.ZipFile(zip_file) as archive:
-        return archive.read(f"{LESSON}/START-HERE.md").decode("utf-8")
+        return archive.read(f"{STEM}/START-HERE.md").decode("utf-8")
 
 
 def test_listing_is_exactly_the_lab_figures_pdf_and_guide(
@@ -55,20 +55,19 @@ def test_listing_is_exactly_the_lab_figures_pdf_and_guide(
             assert info.date_time == (2026, 11, 20, 9, 0, 0)  # the record's start, not the build's
             assert info.create_system == 3 and info.external_attr >> 16 == stat.S_IFREG | 0o644
         assert (
-            archive.read(f"{LESSON}/{LESSON}.pdf")
-            == (site / "downloads" / f"{LESSON}.pdf").read_bytes()
+            archive.read(f"{STEM}/{STEM}.pdf") == (site / "downloads" / f"{STEM}.pdf").read_bytes()
         )
         figure = site / "assets" / "figures" / LESSON / "tiny_cache.png"
-        assert archive.read(f"{LESSON}/figures/tiny_cache.png") == figure.read_bytes()
+        assert archive.read(f"{STEM}/figures/tiny_cache.png") == figure.read_bytes()
         for name in ("decode.py", "lab.yml", "size.py"):
             assert (
-                archive.read(f"{LESSON}/lab/{name}")
+                archive.read(f"{STEM}/lab/{name}")
                 == (SITE_FIXTURE / "lab" / LESSON / name).read_bytes()
             )
 
 
 def test_two_builds_give_the_same_bytes(roots: tuple[Path, Path]) -> None:
-    a, b = (r / "site" / "downloads" / f"{LESSON}.zip" for r in roots)
+    a, b = (r / "site" / "downloads" / f"{STEM}.zip" for r in roots)
     assert a.read_bytes() == b.read_bytes()
 
 
@@ -100,7 +99,7 @@ def test_first_step_runs_from_a_fresh_unzip(
     expected = re.search(r"```text\n(.*?)\n```", step1, re.DOTALL).group(1)  # type: ignore[union-attr]
     done = subprocess.run(
         ["bash", "-c", command],
-        cwd=tmp_path / LESSON / "lab",
+        cwd=tmp_path / STEM / "lab",
         capture_output=True,
         text=True,
         timeout=60,

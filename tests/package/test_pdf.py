@@ -14,7 +14,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from support import LESSON
+from support import LESSON, STEM
 
 from course.errors import PageError
 from course.package.document import Cover, PrintMeta
@@ -35,7 +35,7 @@ def roots(package_builds: tuple[Path, Path]) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def pdf_file(roots: tuple[Path, Path]) -> Path:
-    return roots[0] / "site" / "downloads" / f"{LESSON}.pdf"
+    return roots[0] / "site" / "downloads" / f"{STEM}.pdf"
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +169,7 @@ def test_figure_is_a_print_resolution_png(pdf_file: Path, text: str) -> None:
 
 
 def test_two_builds_give_the_same_bytes_and_pages(roots: tuple[Path, Path]) -> None:
-    a, b = (r / "site" / "downloads" / f"{LESSON}.pdf" for r in roots)
+    a, b = (r / "site" / "downloads" / f"{STEM}.pdf" for r in roots)
     assert a.read_bytes() == b.read_bytes()
     count = [
         re.search(r"^Pages:\s+(\d+)", poppler("pdfinfo", str(p)), re.MULTILINE).group(1)
@@ -183,7 +183,7 @@ def test_unchanged_inputs_are_reused_and_changed_ones_remade(
 ) -> None:
     root = tmp_path / "c"
     shutil.copytree(roots[0], root)  # the site and the cache as the build left them
-    before = (root / "site" / "downloads" / f"{LESSON}.pdf").read_bytes()
+    before = (root / "site" / "downloads" / f"{STEM}.pdf").read_bytes()
     (done,) = package_lessons(root, root / "site")
     assert done.pdf_reused and done.zip_reused
     assert done.pdf.read_bytes() == before

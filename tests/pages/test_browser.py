@@ -97,7 +97,7 @@ def test_predict_reveals_the_measured_value_and_moves_progress(page: object) -> 
     )
 
 
-def test_progress_survives_reload_and_instant_navigation(page: object) -> None:
+def test_progress_survives_reload_and_instant_navigation(page: object, base: str) -> None:
     page.goto(LESSON)  # type: ignore[attr-defined]
     answer(page, "slower", 1)
     page.reload()  # type: ignore[attr-defined]
@@ -110,11 +110,13 @@ def test_progress_survives_reload_and_instant_navigation(page: object) -> None:
             "You answered this before. Right."
         )
     )
-    # away and back through Material's instant navigation (no full reload)
+    # away to the authors' side and back through Material's instant navigation (no full reload)
     page.evaluate("window.__marker = 1")  # type: ignore[attr-defined]
-    page.locator(".md-nav__link", has_text="Writing a lesson").first.click()  # type: ignore[attr-defined]
+    page.locator(".md-tabs__link", has_text="For authors").click()  # type: ignore[attr-defined]
     page.wait_for_url("**/writing-a-lesson/")  # type: ignore[attr-defined]
-    page.locator(".md-nav__link", has_text="1.1 · A tiny cache").first.click()  # type: ignore[attr-defined]
+    page.locator(".md-tabs__link", has_text="Course").click()  # type: ignore[attr-defined]
+    page.wait_for_url(base)  # type: ignore[attr-defined]
+    page.locator(".course-lesson__title a", has_text="1.1 A tiny cache").click()  # type: ignore[attr-defined]
     page.wait_for_url(f"**/{LESSON}")  # type: ignore[attr-defined]
     assert page.evaluate("window.__marker") == 1  # type: ignore[attr-defined]
     page.locator("#check-slower.course-check--answered").wait_for()  # type: ignore[attr-defined]
@@ -201,3 +203,52 @@ def test_axe_finds_no_serious_violation_on_the_lesson_page(page: object, scheme:
         if v["impact"] in ("serious", "critical")
     ]
     assert serious == [], "\n".join(serious)
+
+
+def landing_progress(tab: object) -> str:
+    return tab.locator("#lesson-tiny-cache [data-course-lesson-progress]").inner_text()  # type: ignore[attr-defined]
+
+
+def test_the_landing_page_shows_the_progress_made_on_a_lesson(page: object, base: str) -> None:
+    page.goto("")  # type: ignore[attr-defined]
+    assert landing_progress(page) == "Not started: 2 checks to answer."
+    assert page.locator("[data-course-continue]").is_hidden()  # type: ignore[attr-defined]
+    assert (
+        page.locator("#lesson-still-to-write")
+        .inner_text()
+        .startswith(  # type: ignore[attr-defined]
+            "1.2 A lesson still to write"
+        )
+    )
+    page.locator(".course-lesson__title a", has_text="1.1 A tiny cache").click()  # type: ignore[attr-defined]
+    page.wait_for_url(f"**/{LESSON}")  # type: ignore[attr-defined]
+    page.evaluate("window.__marker = 1")  # type: ignore[attr-defined]
+    answer(page, "why-two", 1)  # wrong
+    # back to the landing page by instant navigation: the widgets run again on the new page
+    page.locator(".md-tabs__link", has_text="Course").click()  # type: ignore[attr-defined]
+    page.wait_for_url(base)  # type: ignore[attr-defined]
+    assert page.evaluate("window.__marker") == 1  # type: ignore[attr-defined]
+    assert landing_progress(page) == "1 of 2 checks answered, 0 right."
+    resume = page.locator("[data-course-continue] a")  # type: ignore[attr-defined]
+    assert resume.inner_text() == "Continue where you left off: 1.1 A tiny cache"
+    assert resume.get_attribute("href") == f"/{LESSON}#check-slower"  # the first one unanswered
+    resume.click()
+    page.wait_for_url(f"**/{LESSON}#check-slower")  # type: ignore[attr-defined]
+    answer(page, "slower", 1)  # right
+    page.goto("")  # a full load reads the same storage  # type: ignore[attr-defined]
+    assert landing_progress(page) == "2 of 2 checks answered, 1 right."
+    assert resume.get_attribute("href") == f"/{LESSON}"
+
+
+def test_without_javascript_the_landing_page_lists_the_lessons(browser: object, base: str) -> None:
+    context = browser.new_context(base_url=base, java_script_enabled=False)  # type: ignore[attr-defined]
+    tab = context.new_page()
+    tab.goto("")
+    lesson = tab.locator("#lesson-tiny-cache")
+    assert lesson.locator(".course-lesson__title a").get_attribute("href") == LESSON
+    text = lesson.inner_text()
+    assert "Hands-on" in text and "about 11 min" in text and "NVIDIA H200, 20 November 2026" in text
+    assert "$0.62–$1.12" in text and "…" not in text  # the reading time was filled in
+    assert lesson.locator("[data-course-lesson-progress]").is_hidden()
+    assert tab.locator("[data-course-continue]").is_hidden()
+    context.close()

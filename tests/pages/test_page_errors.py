@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from support import RUN, make_project
+from support import COURSE, RUN, make_project
 
 from course.errors import PageError
 from course.site import build_site
@@ -91,6 +90,15 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (root / "docs/part-3").mkdir()
     (root / "docs/part-3/empty.md").write_text(UNRECORDED, encoding="utf-8")
+    outline = root / "docs/course.yml"
+    later = (
+        "  - {number: 3, title: Later, lessons: "
+        "[{id: not-recorded, title: No record yet, page: part-3/empty.md}]}\n"
+    )
+    outline.write_text(
+        outline.read_text(encoding="utf-8").replace("authors:", later + "authors:"),
+        encoding="utf-8",
+    )
     return root
 
 
@@ -109,7 +117,7 @@ def test_the_build_fails_once_listing_every_problem(broken: Path) -> None:
 def test_course_check_reports_the_same_problems_fast(broken: Path) -> None:
     started = time.perf_counter()
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "course"), "--root", str(broken), "check"],
+        [*COURSE, "--root", str(broken), "check"],
         check=False,
         capture_output=True,
         text=True,
