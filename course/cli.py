@@ -362,6 +362,7 @@ def publish(
         f"built for {done.site_url} in {done.build.seconds:.1f} s; {links.pages} pages, "
         f"{links.internal:,} internal links and anchors checked, none broken",
         highlight=False,
+        soft_wrap=True,
     )
     if links.external:
         stderr.print(f"{len(links.external)} external links, listed, not fetched:", highlight=False)

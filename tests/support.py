@@ -78,14 +78,33 @@ def make_package_project(dst: Path) -> Path:
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
+    not_found: Path | None = None
+    """A page to answer with (status 404) for what the folder lacks, as static hosts do."""
+
     def log_message(self, format: str, *args: object) -> None:
         pass
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        if code != 404 or self.not_found is None:
+            super().send_error(code, message, explain)
+            return
+        body = self.not_found.read_bytes()
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
 
 @contextlib.contextmanager
-def serving(folder: Path, port: int = 0) -> Iterator[str]:
-    """Serve a folder on a local port (a free one by default) for the duration of the block."""
-    handler = functools.partial(_Quiet, directory=str(folder))
+def serving(folder: Path, port: int = 0, not_found: str | None = None) -> Iterator[str]:
+    """Serve a folder on a local port (a free one by default) for the duration of the block;
+    with `not_found`, that file of the folder answers (404) for every missing address."""
+    handler_class = type(
+        "_Handler", (_Quiet,), {"not_found": folder / not_found if not_found else None}
+    )
+    handler = functools.partial(handler_class, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -59,7 +59,7 @@ def _notes(ctx: PageContext, lesson: Lesson, runs: list[Run], newest: Run | None
     if newest is None:
         notes.append(f"no good run: `course run {lesson.id}` on a GPU machine")
     elif runs and runs[-1].run_id != newest.run_id:
-        notes.append(f"newer run {runs[-1].run_id} is {runs[-1].record.status}")
+        notes.append(f"newer run {runs[-1].run_id} {runs[-1].record.status}")
     for entry in scan(ctx.root / "docs"):
         pinned = entry.meta.run
         if entry.meta.lesson == lesson.id and pinned and newest and pinned < newest.run_id:

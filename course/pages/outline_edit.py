@@ -13,7 +13,6 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import cast
 
 import yaml
 
@@ -86,13 +85,13 @@ def _mapping_value(node: yaml.Node, key: str) -> yaml.Node | None:
     if not isinstance(node, yaml.MappingNode):
         return None
     for k, v in node.value:
-        if isinstance(k, yaml.ScalarNode) and k.value == key:
+        if isinstance(k, yaml.ScalarNode) and k.value == key and isinstance(v, yaml.Node):
             return v
     return None
 
 
 def _root(text: str) -> yaml.Node | None:
-    return cast("yaml.Node | None", yaml.compose(text)) if text.strip() else None
+    return yaml.compose(text) if text.strip() else None
 
 
 def _append_lesson(text: str, index: int, item: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import html
 import inspect
+import re
 import types
 import typing
 from typing import Any
@@ -29,6 +30,7 @@ SECTIONS: tuple[tuple[type[BaseModel], str, str], ...] = (
     (schema.Resources, "resources", "`resources:`"),
 )
 ANCHORS = {model: anchor for model, anchor, _ in SECTIONS}
+_CODE = re.compile(r"`([^`]+)`")
 
 
 def field_docs(model: type[BaseModel]) -> dict[str, str]:
@@ -101,7 +103,7 @@ def model_table(model: type[BaseModel]) -> str:
             f"<code>{html.escape(key)}</code>",
             type_text(info.annotation),
             default_text(info),
-            html.escape(docs.get(name, "")),
+            _CODE.sub(r"<code>\1</code>", html.escape(docs.get(name, ""))),
         ]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in ("key", "type", "default", "what it is"))
