@@ -13,6 +13,7 @@ per core (WeasyPrint holds the GIL; a course of 50 lessons is printed in a fract
 
 from __future__ import annotations
 
+import gc
 import html
 import multiprocessing
 import os
@@ -205,12 +206,18 @@ def _print_all(jobs: list[_Job], site_dir: Path, workers: int | None) -> None:
             job.pdf_pages = pdf.render(document, target, folder, epoch, images)
             job.pdf_seconds = time.perf_counter() - started
     else:
-        # fork: the workers start with everything imported, at no cost
+        # fork: the workers start with everything imported, at no cost; the objects alive now are
+        # frozen out of the garbage collector first, so that the workers do not write to (and so
+        # copy) every page of memory they share with this process
         context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-            futures = [pool.submit(_print_one, *a) for a in args]  # type: ignore[arg-type]
-            for job, future in zip(jobs, futures, strict=True):
-                job.pdf_pages, job.pdf_seconds = future.result()
+        gc.freeze()
+        try:
+            with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
+                futures = [pool.submit(_print_one, *a) for a in args]  # type: ignore[arg-type]
+                for job, future in zip(jobs, futures, strict=True):
+                    job.pdf_pages, job.pdf_seconds = future.result()
+        finally:
+            gc.unfreeze()
     for job in jobs:
         _remember(job.keep / "page.pdf", job.key, job.pdf_target)
 

@@ -52,7 +52,10 @@ def peak_text(step: StepRecord) -> str:
     return f"{format_number(gib, 2)}\u00a0GiB"
 
 
-def _notes(ctx: PageContext, lesson: Lesson, runs: list[Run], newest: Run | None) -> list[str]:
+def _notes(
+    lesson: Lesson, runs: list[Run], newest: Run | None, pinned: list[tuple[str, str, str]]
+) -> list[str]:
+    """What needs an author's attention; `pinned` is (page, lesson, run) of every pinned page."""
     notes = []
     if not lesson.written:
         notes.append("no page yet (coming)")
@@ -60,10 +63,9 @@ def _notes(ctx: PageContext, lesson: Lesson, runs: list[Run], newest: Run | None
         notes.append(f"no good run: `course run {lesson.id}` on a GPU machine")
     elif runs and runs[-1].run_id != newest.run_id:
         notes.append(f"newer run {runs[-1].run_id} {runs[-1].record.status}")
-    for entry in scan(ctx.root / "docs"):
-        pinned = entry.meta.run
-        if entry.meta.lesson == lesson.id and pinned and newest and pinned < newest.run_id:
-            notes.append(f"docs/{entry.src} is pinned behind, to {pinned}")
+    for src, pinned_lesson, run_id in pinned:
+        if pinned_lesson == lesson.id and newest and run_id < newest.run_id:
+            notes.append(f"docs/{src} is pinned behind, to {run_id}")
     return notes
 
 
@@ -73,11 +75,16 @@ def freshness(ctx: PageContext) -> str:
     memory."""
     store = Store(ctx.root / "build")
     on = today()
+    pinned = [
+        (entry.src, entry.meta.lesson, entry.meta.run)
+        for entry in scan(ctx.root / "docs")
+        if entry.meta.lesson and entry.meta.run
+    ]
     rows, sections = [], []
     for lesson in ctx.outline.lessons:
         runs = store.runs(lesson.id)
-        newest = store.newest_good(lesson.id)
-        notes = "; ".join(html.escape(n) for n in _notes(ctx, lesson, runs, newest)) or "—"
+        newest = next((r for r in reversed(runs) if r.good), None)
+        notes = "; ".join(html.escape(n) for n in _notes(lesson, runs, newest, pinned)) or "—"
         name = html.escape(f"{lesson.number} {lesson.title}")
         if newest is None:
             rows.append(f"<tr><td>{name}</td>" + "<td>—</td>" * 5 + f"<td>{notes}</td></tr>")

@@ -25,6 +25,8 @@ from .checks import ShownCheck, ShownOption, check_html
 from .claims import check_claim, claim_html
 from .context import FigureData, PageContext
 from .faq import glossary_html
+from .figure_cache import CACHE as FIGURES_CACHE
+from .figure_cache import drawn_once, figure_key
 from .format import format_number
 from .widgets import (
     WidgetError,
@@ -185,8 +187,16 @@ def figure(ctx: PageContext, name: str, alt: str | None = None, caption: str = "
     if ctx.site_dir is None:
         return f'<figure class="course-figure" data-source="{html.escape(source)}"></figure>'
     target = f"assets/figures/{ctx.lesson}/{name}"
+    site_dir = ctx.site_dir
+    key = figure_key(ctx.root / "figures", name, ctx.run, target)
     try:
-        drawn = draw_figure(draw, FigureData(ctx), ctx.site_dir, target)
+        drawn = drawn_once(
+            ctx.root / FIGURES_CACHE,
+            key,
+            site_dir,
+            target,
+            lambda: draw_figure(draw, FigureData(ctx), site_dir, target),
+        )
     except ANSWERABLE:
         raise
     except Exception as exc:  # noqa: BLE001 - the author's figure script may raise anything
