@@ -10,7 +10,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import COURSE, FIXTURES, CourseRun, free_port, make_package_project
+from support import (
+    COURSE,
+    FIXTURES,
+    CourseRun,
+    free_port,
+    make_package_project,
+    make_two_lesson_project,
+)
 
 
 @pytest.fixture
@@ -55,3 +62,13 @@ def package_builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
         build_site(root, root / "site")
         roots.append(root)
     return roots[0], roots[1]
+
+
+@pytest.fixture(scope="session")
+def two_lessons(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two-lesson fixture project (support.make_two_lesson_project), built once."""
+    from course.site import build_site
+
+    root = make_two_lesson_project(tmp_path_factory.mktemp("two-lessons") / "project")
+    build_site(root, root / "site")
+    return root

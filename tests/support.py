@@ -77,6 +77,45 @@ def make_package_project(dst: Path) -> Path:
     return dst
 
 
+TWO_LESSONS = """\
+parts:
+  - number: 1
+    title: Fixtures
+    lessons:
+      - {id: tiny-cache, title: A tiny cache, page: part-1/tiny.md}
+      - {id: tiny-two, title: A second tiny lesson}
+      - {id: still-to-write, title: A lesson still to write}
+authors: [writing-a-lesson.md]
+"""
+LINKS = """
+## Links
+
+As {{ lesson_link("tiny-two") }} shows, and {{ lesson_link("tiny-two", text="the next one") }}.
+"""
+
+
+def make_two_lesson_project(dst: Path) -> Path:
+    """The fixture project with a second written lesson, `tiny-two` (1.2: a copy of the first,
+    with its own lab and records), and a third still coming; the first page links the second."""
+    root = make_project(dst)
+    shutil.copytree(root / "lab" / LESSON, root / "lab" / "tiny-two")
+    lab = root / "lab" / "tiny-two" / "lab.yml"
+    lab.write_text(lab.read_text().replace(f"lesson: {LESSON}", "lesson: tiny-two"))
+    shutil.copytree(root / "build" / LESSON, root / "build" / "tiny-two")
+    (root / "docs" / "course.yml").write_text(TWO_LESSONS, encoding="utf-8")
+    page = root / "docs" / "part-1" / "tiny.md"
+    text = page.read_text(encoding="utf-8").replace(
+        'read_first: ["[Writing a lesson](../writing-a-lesson.md)"]',
+        "read_first: [tiny-two, still-to-write, the attention step]",
+    )
+    page.write_text(text + LINKS, encoding="utf-8")
+    (root / "docs" / "part-1" / "tiny-two.md").write_text(
+        "---\nsummary: The second one.\n---\n\nShort: {{ value('decode.tps_short') }}.\n",
+        encoding="utf-8",
+    )
+    return root
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     not_found: Path | None = None
     """A page to answer with (status 404) for what the folder lacks, as static hosts do."""

@@ -3,17 +3,15 @@ navigation, links between lessons checked by the build, and `add_lesson` for `co
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-from support import LESSON, make_project
 
 from course.errors import PageError
 from course.pages.lessons import navigation
 from course.pages.outline import load_outline
 from course.pages.outline_edit import add_lesson
-from course.site import build_site, check_site
+from course.site import check_site
 
 OUTLINE = """\
 # The outline, as an author keeps it: comments stay where they are.
@@ -153,45 +151,10 @@ def test_navigation_holds_the_course_then_the_authors_side(tmp_path: Path) -> No
 
 # -- links between lessons, on a project with two written lessons --------------------------------
 
-TWO = """\
-parts:
-  - number: 1
-    title: Fixtures
-    lessons:
-      - {id: tiny-cache, title: A tiny cache, page: part-1/tiny.md}
-      - {id: tiny-two, title: A second tiny lesson}
-      - {id: still-to-write, title: A lesson still to write}
-authors: [writing-a-lesson.md]
-"""
-
-LINKS = """
-## Links
-
-As {{ lesson_link("tiny-two") }} shows, and {{ lesson_link("tiny-two", text="the next one") }}.
-"""
-
 
 @pytest.fixture(scope="module")
-def two(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fixture project with a second written lesson (a copy of the first, its own records)."""
-    root = make_project(tmp_path_factory.mktemp("two") / "project")
-    shutil.copytree(root / "lab" / LESSON, root / "lab" / "tiny-two")
-    lab = root / "lab" / "tiny-two" / "lab.yml"
-    lab.write_text(lab.read_text().replace("lesson: tiny-cache", "lesson: tiny-two"))
-    shutil.copytree(root / "build" / LESSON, root / "build" / "tiny-two")
-    (root / "docs" / "course.yml").write_text(TWO, encoding="utf-8")
-    page = root / "docs" / "part-1" / "tiny.md"
-    text = page.read_text(encoding="utf-8").replace(
-        'read_first: ["[Writing a lesson](../writing-a-lesson.md)"]',
-        "read_first: [tiny-two, still-to-write, the attention step]",
-    )
-    page.write_text(text + LINKS, encoding="utf-8")
-    (root / "docs" / "part-1" / "tiny-two.md").write_text(
-        "---\nsummary: The second one.\n---\n\nShort: {{ value('decode.tps_short') }}.\n",
-        encoding="utf-8",
-    )
-    build_site(root, root / "site")
-    return root
+def two(two_lessons: Path) -> Path:
+    return two_lessons
 
 
 def article(root: Path, url: str) -> str:
