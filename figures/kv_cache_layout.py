@@ -1,4 +1,6 @@
-"""What the KV cache of Qwen3-8B holds: layers x key-value heads x tokens, a key and a value each."""
+"""What the KV cache of Qwen3-8B holds: layers x key-value heads x tokens, a key and a value
+each.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ def shapes() -> tuple[int, int, int, int]:
 
 
 def panel(ax: Any, x0: float, y0: float, title: str, heads: int) -> float:
-    """One grid of cached vectors (rows: key-value heads, columns: tokens); returns its right edge."""
+    """One grid of cached vectors (rows: key-value heads, columns: tokens); returns its right
+    edge.
+    """
     columns = list(range(SHOWN_TOKENS)) + [
         None,
         SHOWN_TOKENS + 1,
