@@ -103,7 +103,8 @@ def structured_data(ctx: PageContext, words: int) -> str:
     try:
         steps, install, download = facts.hands_on_seconds(ctx.run, ctx.lab)
         faq = [(e.q, plain_text(render_text(ctx, e.a))) for e in ctx.data.faq]
-        seconds = steps + install + download + 60 * facts.reading_minutes(words)
+        typing = facts.typing_seconds(ctx.lab)
+        seconds = steps + install + download + typing + 60 * facts.reading_minutes(words)
         return jsonld(
             ctx.meta.title or ctx.lesson,
             ctx.meta.summary or "",
