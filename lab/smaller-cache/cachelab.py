@@ -210,7 +210,7 @@ class Design:
 DESIGN_NAMES = ["mha", "gqa", "mqa", "mla", "sliding"]
 DESCRIPTIONS = {
     "mha": "multi-head: one key and one value per query head",
-    "gqa": "grouped-query: 4 query heads share each key-value head",
+    "gqa": "grouped-query: each key-value head serves a group of query heads",
     "mqa": "multi-query: every query head shares one key-value head",
     "mla": "latent (MLA): one compressed latent per token, projections absorbed",
     "sliding": "sliding window on alternating layers, grouped-query otherwise",

@@ -65,7 +65,7 @@ def main() -> None:
             print(f"  {name}: skipped in step 2 (it did not fit that GPU); left out")
             continue
         rows[name] = {
-            "weights": r["weight_bytes"],
+            "weights": r["weight_bytes_allocated"],  # what the GPU's memory really holds
             "work": r["work_bytes"],
             "per_conversation": r["cache_bytes_reserved"],
         }

@@ -179,6 +179,7 @@ def test_designs_reserve_what_the_formula_says(lab: Path) -> None:
         assert r["cache_bytes_reserved"] == r["cache_bytes_formula"] == design_cache(r, tokens), (
             name
         )
+        assert r["cache_bytes_tensors"] == r["cache_bytes_reserved"], name
         assert r["weight_bytes"] == design_weights(r), name
         assert r["weight_bytes_read"] == r["weight_bytes"] - 2 * r["vocab"] * r["hidden"], name
     per = {k: r["bytes_per_token"] for k, r in data["designs"].items()}
@@ -270,7 +271,7 @@ def test_serving_counts_conversations_from_the_measured_sizes(lab: Path) -> None
             else r["cache_bytes_reserved"]
         )
         for card, memory in (("h200", 139 * 2**30), ("card_24gb", 24 * 2**30)):
-            room = memory - designs["outside_bytes"] - r["weight_bytes"] - r["work_bytes"]
+            room = memory - designs["outside_bytes"] - r["weight_bytes_allocated"] - r["work_bytes"]
             assert got[card]["conversations"] == room // per, (name, card)
     assert (
         serving["designs"]["mqa"]["h200"]["conversations"]
