@@ -287,7 +287,7 @@ def test_serving_needs_step_2(tmp_path: Path) -> None:
 
 def test_lab_yml_is_valid_and_its_captures_resolve(lab: Path) -> None:
     """The recipe passes the course's schema, and every capture finds a number (or text)."""
-    from course.lab import load_lab
+    from course.lab.load import load_lab
 
     loaded = load_lab(LAB / "lab.yml")
     assert [s.id for s in loaded.lab.steps] == ["configs", "designs", "fp8-cache", "serving"]
