@@ -103,10 +103,10 @@ def main() -> None:
         f"  the model was trained for {cfg['max_position_embeddings']:,} tokens:"
         f" memory would hold {found / cfg['max_position_embeddings']:.1f} times that"
     )
-    check(
-        rounded - LARGE_ROUND // per_tensor <= found <= predicted,  # within one 2 MiB piece
-        "the longest context found is off the prediction",
-    )
+    # With the allocator's defaults the answer is the rounded prediction to the token; a
+    # PYTORCH_CUDA_ALLOC_CONF of your own (expandable segments) may round in larger pieces.
+    check(0.98 * predicted <= found <= predicted, "the longest context found is off the prediction")
+    print(f"  found - rounded prediction: {found - rounded:+,} tokens")
     card, full = (
         load_cards()["cards"]["card_24gb"],
         load_config("Qwen3-8B"),
@@ -128,6 +128,7 @@ def main() -> None:
         "bytes_per_token": per_token,
         "predicted_tokens": predicted,
         "predicted_rounded_tokens": rounded,
+        "found_minus_rounded": found - rounded,
         "found_tokens": found,
         "found_over_predicted": found / predicted,
         "engine_cache_tokens": engine,

@@ -26,7 +26,6 @@ from memlab import (
     MIB,
     MODELS,
     check,
-    fraction_key,
     human,
     load_cards,
     load_config,
@@ -164,6 +163,32 @@ def crosscheck() -> dict[str, Any]:
     }
 
 
+def show_sweep(cards: dict[str, Any], sweep: dict[str, Any]) -> None:
+    """Conversations at full context (and at 8K) against the memory fraction, per card and model."""
+    print(f"\nconversations of {CONTEXTS['full']:,} tokens (of {CONTEXTS['8k']:,}) by fraction:")
+    print(f"  {'':<36}" + "".join(f"{f:>12.2f}" for f in SWEEP))
+    for card_key, card in cards.items():
+        for key, folder in MODELS.items():
+            s = sweep[card_key][key]
+            pairs = zip(s["conversations_full"], s["conversations_8k"], strict=True)
+            cells = "".join(f"{a:>6,} ({b:>3,})" for a, b in pairs)
+            print(f"  {folder + ', ' + card['name']:<36}{cells}")
+
+
+def show_prices(cards: dict[str, Any], by_card: dict[str, Any], fraction: float) -> None:
+    """What one conversation of 8K tokens costs an hour at each dated price."""
+    print(f"\nwhat one conversation of {CONTEXTS['8k']:,} tokens costs an hour, at {fraction:.2f}:")
+    for card_key, by_model in by_card.items():
+        for key, offers in by_model.items():
+            for o in offers.values():
+                cost = o["per_conversation_hour_8k"]
+                print(
+                    f"  {MODELS[key]} on {cards[card_key]['name']}, {o['offer']}"
+                    f" ${o['usd_per_hour']:.2f}/h ({o['source']}, {o['date']}): "
+                    + (f"${cost:.3f}" if cost else "none fits")
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fraction", type=float, default=0.9, help="max_memory_percent, 0 to 1")
@@ -179,6 +204,7 @@ def main() -> None:
         "contexts": CONTEXTS,
         "budgets": {},
         "prices": {},
+        "cards": cards,
         "chart": {"segments": list(SEGMENTS)},
         "sweep": {"fractions": list(SWEEP)},
     }
@@ -189,7 +215,6 @@ def main() -> None:
             f" weights {human(weight_bytes(cfg))}"
         )
     for card_key, card in cards.items():
-        results["cards"] = {**results.get("cards", {}), card_key: card}
         for key, folder in MODELS.items():
             cfg, weights = configs[key], weight_bytes(configs[key])
             total, context = card["total_bytes"], card["total_bytes"] - card["usable_bytes"]
@@ -205,39 +230,10 @@ def main() -> None:
                 "cache_tokens": [s["cache_tokens"] for s in sweep],
                 **{f"conversations_{k}": [s["conversations"][k] for s in sweep] for k in CONTEXTS},
             }
-    print(
-        f"\nconversations of {CONTEXTS['full']:,} tokens (of {CONTEXTS['8k']:,})"
-        " against the memory fraction:"
-    )
-    print(f"  {'':<36}" + "".join(f"{f:>12.2f}" for f in SWEEP))
-    for card_key, card in cards.items():
-        for key, folder in MODELS.items():
-            s = results["sweep"][card_key][key]
-            cells = "".join(
-                f"{a:>6,} ({b:>3,})" for a, b in zip(s["conversations_full"], s["conversations_8k"])
-            )
-            print(f"  {folder + ', ' + card['name']:<36}{cells}")
-    print(
-        f"\nwhat one conversation of {CONTEXTS['8k']:,} tokens costs an hour,"
-        f" at {args.fraction:.2f}:"
-    )
-    for card_key, by_model in results["prices"].items():
-        for key, offers in by_model.items():
-            for offer in offers.values():
-                cost = offer["per_conversation_hour_8k"]
-                print(
-                    f"  {MODELS[key]} on {cards[card_key]['name']}, {offer['offer']}"
-                    f" ${offer['usd_per_hour']:.2f}/h"
-                    f" ({offer['source']}, {offer['date']}): "
-                    + (f"${cost:.3f}" if cost else "none fits")
-                )
+    show_sweep(cards, results["sweep"])
+    show_prices(cards, results["prices"], args.fraction)
     results["crosscheck"] = crosscheck()
-    results["fraction_key"] = fraction_key(args.fraction)
-    results["peak_gpu_memory"] = {
-        "allocated": 0,
-        "reserved": 0,
-        "device": "none",
-    }  # arithmetic only
+    results["peak_gpu_memory"] = {"allocated": 0, "reserved": 0, "device": "none"}  # no GPU used
     print(f"\nwrote {write_results('paper', results)}")
 
 
