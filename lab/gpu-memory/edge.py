@@ -75,11 +75,7 @@ def main() -> None:
     # each of the 2 x layers tensors is rounded up to 2 MiB: whole 2 MiB pieces per tensor
     rounded = (budget // (2 * layers)) // LARGE_ROUND * LARGE_ROUND // per_tensor
     engine = plan(cfg, budget)["cache_tokens"]
-    cap = (
-        "pretend allocator, imitating CUDA's 2 MiB rounding"
-        if memory.pretend
-        else "allocator capped"
-    )
+    cap = "a pretend allocator rounding like CUDA's" if memory.pretend else "PyTorch's allocator"
     if not memory.pretend:  # the allocator refuses once its reserved memory would pass the cap
         fraction = (memory.reserved() + budget) / memory.total
         torch.cuda.set_per_process_memory_fraction(fraction, device)
@@ -89,7 +85,7 @@ def main() -> None:
     finally:
         if not memory.pretend:
             torch.cuda.set_per_process_memory_fraction(1.0, device)
-    print(f"\nbisection on torch.OutOfMemoryError ({cap} at the budget), {tries} tries:")
+    print(f"\nbisection on torch.OutOfMemoryError ({cap}, capped at the budget), {tries} tries:")
     print(f"  predicted, budget / bytes per token:                 {predicted:>12,} tokens")
     print(
         f"  predicted with each of {2 * layers} tensors rounded to 2 MiB:   {rounded:>12,} tokens"
@@ -107,10 +103,8 @@ def main() -> None:
     # PYTORCH_CUDA_ALLOC_CONF of your own (expandable segments) may round in larger pieces.
     check(0.98 * predicted <= found <= predicted, "the longest context found is off the prediction")
     print(f"  found - rounded prediction: {found - rounded:+,} tokens")
-    card, full = (
-        load_cards()["cards"]["card_24gb"],
-        load_config("Qwen3-8B"),
-    )  # the real model, even with --tiny
+    card = load_cards()["cards"]["card_24gb"]
+    full = load_config("Qwen3-8B")  # the real model's shapes, even with --tiny
     budget_24 = int((card["usable_bytes"] - weight_bytes(full)) * FRACTION)
     paper_24 = budget_24 // cache_bytes_per_token(full)
     engine_24 = plan(full, budget_24)["cache_tokens"]
