@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from course.capture import capture_values
-from course.lab import load_lab
+from course.lab.load import load_lab
+from course.run.capture import capture_values
 
 LAB = Path(__file__).resolve().parents[2] / "lab" / "gpu-memory"
 GPU_SCRIPTS = ("paged", "settings", "edge", "concurrency")
