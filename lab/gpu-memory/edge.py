@@ -78,13 +78,14 @@ def main() -> None:
     cap = "a pretend allocator rounding like CUDA's" if memory.pretend else "PyTorch's allocator"
     if not memory.pretend:  # the allocator refuses once its reserved memory would pass the cap
         fraction = (memory.reserved() + budget) / memory.total
-        torch.cuda.set_per_process_memory_fraction(fraction, device)
+        # the allocator wants the device's index, not `cuda`
+        torch.cuda.set_per_process_memory_fraction(fraction, torch.cuda.current_device())
     memory.reset_peak()
     try:
         found, tries = bisect(memory, cfg, budget, predicted + 1)
     finally:
         if not memory.pretend:
-            torch.cuda.set_per_process_memory_fraction(1.0, device)
+            torch.cuda.set_per_process_memory_fraction(1.0, torch.cuda.current_device())
     print(f"\nbisection on torch.OutOfMemoryError ({cap}, capped at the budget), {tries} tries:")
     print(f"  predicted, budget / bytes per token:                 {predicted:>12,} tokens")
     print(
