@@ -168,6 +168,7 @@ class Decoder:
             self.final(
                 torch.zeros(1, self.norm.shape[0], dtype=dtype, device=dev), self.norm, self.lm_head
             )
+            torch.cuda.empty_cache()  # and that copy's memory goes back to the GPU
 
         # layer, key/value, kv head, position, number: random, so no timing runs on zeros
         self.cache = torch.randn(
