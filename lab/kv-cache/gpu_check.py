@@ -161,6 +161,12 @@ def main() -> None:
     peaks = []
     for key, (folder, name) in todo.items():
         results[key], paper, what, gone = check_model(folder, name, args, device, counts)
+        allocated, reserved = memory.phase()
+        results[key]["peak_gpu_memory"] = {
+            "allocated": allocated,
+            "reserved": reserved,
+            "paper": paper,
+        }
         peaks.append((paper, what))
         # Free this model before the next is built: only one set of weights at a time.
         results[key]["left_after_free_bytes"] = release(device, name, gone)

@@ -355,12 +355,16 @@ def test_gpu_check_on_the_cpu(runs: Runs) -> None:
         assert data[key]["weight_bytes"] == qwen3_weight_bytes(cfg)
         assert data[key]["allocated_bytes"] == data[key]["paper_bytes"]
         assert data[key]["paper_bytes"]["2048"] == 2048 * kv_per_token(cfg)
-    # the peak on paper is Qwen3-8B's: weights, its largest cache, and attention's keys and
-    # values repeated for every query head over that cache
-    cfg = tiny("Qwen3-8B") | {"vocab_size": 4096}
-    repeated = 2 * 2048 * cfg["num_attention_heads"] * cfg["head_dim"] * 2
-    paper = qwen3_weight_bytes(cfg) + 2048 * kv_per_token(cfg) + repeated
-    assert data["peak_gpu_memory"]["paper"] == paper
+    # each model's peak on paper: weights, its largest cache, and attention's keys and values
+    # repeated for every query head over that cache; the step's is the larger, Qwen3-8B's
+    papers = []
+    for key, name in (("qwen3-0_6b", "Qwen3-0.6B"), ("qwen3-8b", "Qwen3-8B")):
+        cfg = tiny(name) | {"vocab_size": 4096}
+        repeated = 2 * 2048 * cfg["num_attention_heads"] * cfg["head_dim"] * 2
+        papers.append(qwen3_weight_bytes(cfg) + 2048 * kv_per_token(cfg) + repeated)
+        assert data[key]["peak_gpu_memory"] == {"allocated": 0, "reserved": 0, "paper": papers[-1]}
+    paper = papers[-1]
+    assert data["peak_gpu_memory"]["paper"] == paper == max(papers)
     assert f"peak GPU memory of this step, on paper: {paper:,} B" in out.stdout
 
 
