@@ -39,8 +39,9 @@ def continues_prefill(dec: Any, vocab: int, tokens: int) -> float:
     whole = prefill(ids)
     prefill(ids[:-1])
     dec.token.fill_(int(ids[-1]))
-    with torch.no_grad():
-        stepped = dec.step(tokens - 1)[0]
+    # no torch.no_grad() here: the compiled decoder would be compiled again for the graphs, which
+    # run with gradients on (nothing requires them)
+    stepped = dec.step(tokens - 1)[0]
     return relative_error(stepped, whole)
 
 
@@ -64,7 +65,7 @@ def main() -> None:
     memory, cuda = measure.PeakMemory(device), device.type == "cuda"
     print(measure.describe(device))
     peak, bw, source = measure.limits(device, args.tiny, args.peak, args.bandwidth)
-    print(f"bandwidth {bw / 1e12:.3f} TB/s and peak {peak / 1e12:,.1f} TFLOP/s, {source}")
+    print(f"bandwidth {pd.byte_rate(bw)} and peak {pd.flop_rate(peak)}, {source}")
     depths = sorted(args.depths or (pd.TINY_DECODE_DEPTHS if args.tiny else pd.DECODE_DEPTHS))
     compiled = cuda and not args.no_compile
 
@@ -75,9 +76,9 @@ def main() -> None:
     weights, per_token = dec.weight_bytes(), pd.kv_bytes_per_token(cfg)
     print(f"\n{pd.MODEL}: {how}")
     print(
-        f"  read per token: weights {weights:,} B ({pd.human(weights)}; all but the embedding"
-        f" table, of which one row), plus {per_token:,} B of keys and values per cached token"
+        f"  read per token: weights {weights:,} B ({pd.human(weights)}: all but the embedding table,"
     )
+    print(f"  of which one row), plus {per_token:,} B of keys and values per cached token")
     if not args.weights:
         pd.check(
             weights == pd.decode_weight_bytes(cfg),
@@ -85,12 +86,13 @@ def main() -> None:
         )
     how_run = "one CUDA graph per depth" if cuda else "eager on the CPU"
     how_run += ", small operations fused by torch.compile" if compiled else ""
-    print(f"  lesson 2.4's decoder ({how_run}); matrix-vector products split {dec.splits}")
+    print(f"  lesson 2.4's decoder: {how_run}")
+    print(f"  K slices per matrix-vector product (the fastest measured): {dec.splits}")
     diff = continues_prefill(dec, cfg["vocab_size"], check_tokens)
     print(
-        f"  check: the decoder's logits after a prefill of n - 1 tokens against a prefill of all n:"
-        f" off by {diff:.4f} (a cache read wrongly would be off by about 1)"
+        "  check: the decoder's logits after a prefill of n - 1 tokens, against a prefill of all n:"
     )
+    print(f"  off by {diff:.4f} (a cache read wrongly would be off by about 1)")
     pd.check(
         diff < 0.25, f"decoding after a prefill is off by {diff:.4f}: the cache is not read right"
     )
@@ -136,9 +138,9 @@ def main() -> None:
             f" allows ({pd.duration(bound)})",
         )
     print(
-        "  (TPOT: time per output token, median of runs of consecutive steps; bound: bytes read /"
-        " bandwidth; arithmetic: FLOPs done per second / the matrix-product peak)"
+        f"  (TPOT: time per output token, median of runs of {steps} steps; bound: bytes read / bandwidth;"
     )
+    print("  arithmetic: FLOPs done per second / the matrix-product peak)")
     short, long = rows[str(depths[0])], rows[str(depths[-1])]
     slowdown, predicted = long["tpot"] / short["tpot"], long["bound_tpot"] / short["bound_tpot"]
     print(

@@ -103,8 +103,8 @@ def main() -> None:
     nbytes = 2**30 if cuda else 2**23
     bw = copy_bandwidth(device, nbytes)
     print(
-        f"\ncopy bandwidth: {bw / 1e12:.3f} TB/s ({bw / 1e9:,.0f} GB/s): a copy of {pd.human(nbytes)},"
-        " bytes read + bytes written per second"
+        f"\ncopy bandwidth: {pd.byte_rate(bw)}, bytes read + bytes written per second"
+        f" by a copy of {pd.human(nbytes)}"
     )
     pd.check(0 < bw < 1e13, f"a bandwidth of {bw / 1e12:.2f} TB/s is beyond any memory of today")
 
@@ -148,27 +148,27 @@ def main() -> None:
     crossing = pd.tokens_for_intensity(peak / small, shape_list)
     assumed_ridge = pd.ASSUMED_PEAK / pd.ASSUMED_BANDWIDTH
     assumed_tokens = pd.tokens_for_intensity(assumed_ridge, shape_list)
-    print(f"\npeak: {peak / 1e12:,.1f} TFLOP/s, at {peak_row['tokens']:,} tokens (the plateau)")
+    print(f"\npeak: {pd.flop_rate(peak)}, at {peak_row['tokens']:,} tokens (the plateau)")
     print(f"knee: from {knee:,} tokens at once the products reach {KNEE:.0%} of the peak")
     print(
-        f"ridge point, measured: {peak / 1e12:,.1f} TFLOP/s / {bw / 1e12:.3f} TB/s"
-        f" = {ridge:.1f} FLOP per byte; one layer's products reach it at"
-        f" T = {ridge_tokens:,.1f} tokens"
+        f"ridge point, measured: {pd.flop_rate(peak)} / {pd.byte_rate(bw)} = {ridge:.1f} FLOP per byte;"
     )
+    print(f"  one layer's products reach it at T = {ridge_tokens:,.1f} tokens")
     print(
-        f"  (on paper, from the assumed {pd.ASSUMED_PEAK / 1e12:,.0f} TFLOP/s and"
-        f" {pd.ASSUMED_BANDWIDTH / 1e12:.2f} TB/s: {assumed_ridge:.1f} FLOP per byte,"
+        f"  (on paper, from the assumed {pd.flop_rate(pd.ASSUMED_PEAK)} and"
+        f" {pd.byte_rate(pd.ASSUMED_BANDWIDTH)}: {assumed_ridge:.1f} FLOP per byte,"
         f" T = {assumed_tokens:,.1f} tokens)"
     )
     print(
-        f"the two asymptotes, memory (the {tokens[0]}-token rate, {small / 1e9:,.0f} GB/s, times"
-        f" FLOP per byte) and the peak, cross at T = {crossing:,.1f} tokens"
+        f"the two asymptotes cross at T = {crossing:,.1f} tokens: the peak, and memory (the"
+        f" {tokens[0]}-token rate,"
     )
+    print(f"  {pd.byte_rate(small)}, times FLOP per byte)")
     if cuda:
         print(
-            "below the ridge a product waits for its weights to arrive; above it, for the arithmetic:"
-            " decoding one token sits at the far left, a prompt of thousands at the far right"
+            "below the ridge a product waits for its weights to arrive; above it, for arithmetic:"
         )
+        print("  decoding one token sits at the far left, a prompt of thousands at the far right")
 
     results: dict[str, Any] = {
         "device": device.type,

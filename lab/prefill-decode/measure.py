@@ -28,10 +28,7 @@ def pick_device(name: str) -> torch.device:
         pd.check(
             False, "no CUDA GPU is visible; for a quick run on the CPU use --device cpu --tiny"
         )
-    device = torch.device(name)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    return device
+    return torch.device(name)
 
 
 def describe(device: torch.device) -> str:

@@ -27,26 +27,24 @@ from pdlab import duration, human
 
 def print_parameters(cfg: dict[str, Any], p: dict[str, int]) -> None:
     """The parameter count, matrix by matrix."""
-    layers = cfg["num_hidden_layers"]
+
+    def line(label: str, shape: str, count: int) -> None:
+        print(f"  {label:<24} {shape:>17} {count:>15,}")
+
     print("Parameters, every matrix as outputs x inputs:")
     for name, (n, k) in pd.layer_matrices(cfg).items():
-        print(f"  one layer, {name:<5} {n:>7,} x {k:>7,} = {n * k:>15,}")
-    print(
-        f"  one layer's matrices {p['per_layer_matrices']:>29,}, its norms {p['per_layer_norms']:,}"
-    )
-    print(f"  {layers} layers {p['in_layers']:>41,}")
-    v, h = cfg["vocab_size"], cfg["hidden_size"]
-    tied = " (the same table: tied)" if cfg.get("tie_word_embeddings") else ""
-    print(f"  embedding (a lookup)   {v:>7,} x {k_of(h)} = {p['embedding']:>15,}")
-    print(f"  LM head{tied:<15} {v:>7,} x {k_of(h)} = {p['lm_head']:>15,}")
-    print(f"  final norm {p['final_norm']:>43,}")
+        line(f"one layer: {name}", f"{n:,} x {k:,}", n * k)
+    line("one layer: matrices", "", p["per_layer_matrices"])
+    line("one layer: 4 norms", "", p["per_layer_norms"])
+    line(f"{cfg['num_hidden_layers']} layers", "", p["in_layers"])
+    shape = f"{cfg['vocab_size']:,} x {cfg['hidden_size']:,}"
+    line("embedding (a lookup)", shape, p["embedding"])
+    tied = cfg.get("tie_word_embeddings")
+    line("LM head" + (" (tied: the same)" if tied else ""), shape, p["lm_head"])
+    line("final norm", "", p["final_norm"])
     total = p["total"]
-    print(f"  total {total:>48,} = {pd.BF16 * total:,} B ({human(pd.BF16 * total)}) in bf16")
-
-
-def k_of(h: int) -> str:
-    """The hidden size, right-aligned like the other inputs."""
-    return f"{h:>7,}"
+    line("total", "", total)
+    print(f"  = {pd.BF16 * total:,} B ({human(pd.BF16 * total)}) in bf16, 2 bytes per parameter")
 
 
 def main() -> None:
@@ -62,10 +60,11 @@ def main() -> None:
     pd.check(1e9 < peak < 1e17 and 1e8 < bw < 1e14, "give --peak in FLOP/s and --bandwidth in B/s")
     d, layers = pd.head_size(cfg), cfg["num_hidden_layers"]
     print(
-        f"{name}: {layers} layers, hidden size {cfg['hidden_size']:,},"
-        f" {cfg['num_attention_heads']} query heads and {cfg['num_key_value_heads']} key-value"
-        f" heads of {d} numbers, MLP {cfg['intermediate_size']:,} wide,"
-        f" vocabulary {cfg['vocab_size']:,}\n"
+        f"{name}: {layers} layers, hidden size {cfg['hidden_size']:,}, MLP {cfg['intermediate_size']:,}"
+    )
+    print(
+        f"  {cfg['num_attention_heads']} query heads and {cfg['num_key_value_heads']} key-value heads"
+        f" of {d} numbers, vocabulary {cfg['vocab_size']:,}\n"
     )
     p = pd.parameters(cfg)
     print_parameters(cfg, p)
@@ -73,42 +72,39 @@ def main() -> None:
     per_token, pair = pd.flops_per_token(cfg), pd.attention_flops_per_pair(cfg)
     print(
         f"\nFLOPs per token = 2 (a multiply and an add) x {p['multiplied']:,} weights that multiply"
-        f" = {per_token:,} FLOP ({per_token / 1e9:.2f} GFLOP)"
     )
     print(
-        "  (the embedding is a lookup: no FLOPs; norms, rotary embedding and the activation"
-        " cost a few FLOPs per number, left out)"
+        f"  = {per_token:,} FLOP ({per_token / 1e9:.2f} GFLOP). The embedding is a lookup: no FLOPs;"
+    )
+    print("  norms, rotary embedding and the activation cost a few FLOPs per number, left out.")
+    print(
+        f"Attention adds 4 x {layers} layers x {cfg['num_attention_heads']} query heads x {d}"
+        f" = {pair:,} FLOP per earlier token a token meets;"
     )
     print(
-        f"  attention adds 4 x {layers} layers x {cfg['num_attention_heads']} query heads x {d}"
-        f" = {pair:,} FLOP for each earlier token a token meets;"
-    )
-    print(
-        "  a prompt of n tokens holds n (n + 1) / 2 such pairs (each token meets itself and those before)"
+        "  a prompt of n tokens holds n (n + 1) / 2 such pairs (each token meets itself and those"
+        " before)."
     )
 
     source = (
-        "measured earlier on an H200 of the kind this lab was recorded on (the course's notes),"
-        " not on this machine"
+        "measured earlier on an H200 like the one this lab was recorded on (the course's notes)"
     )
     default = peak == pd.ASSUMED_PEAK and bw == pd.ASSUMED_BANDWIDTH
     print(
-        f"\nAssumed GPU: {peak / 1e12:,.0f} TFLOP/s (bf16 matrix products) and {bw / 1e12:.2f} TB/s"
-        f" (memory), {source if default else 'as given'}."
+        f"\nAssumed GPU: {peak / 1e12:,.0f} TFLOP/s (bf16 matrix products), {bw / 1e12:.2f} TB/s"
+        " (memory),"
     )
-    print(
-        "Step 2 (limits.py) measures both on your GPU; step 5 predicts again from the measured ones."
-    )
+    print(f"  {source if default else 'as given'}.")
+    print("  Step 2 (limits.py) measures both on your GPU; step 5 predicts again from those.")
 
     wb, kv = pd.decode_weight_bytes(cfg), pd.kv_bytes_per_token(cfg)
+    print("\nPrefill: every prompt token through every matrix, the LM head once (the first token")
+    print("  needs only the last position's logits). Time: its FLOPs at the peak, unless reading")
     print(
-        f"\nPrefill: every token through every matrix, the LM head once (only the last position's"
-        f" logits give the first token); time = the larger of FLOPs / {peak / 1e12:,.0f} TFLOP/s"
-        f" and the bytes (weights {human(wb)}, plus {kv:,} B of keys and values per token)"
-        f" / {bw / 1e12:.2f} TB/s"
+        f"  the weights ({human(wb)}) and writing {kv:,} B of keys and values per token takes longer."
     )
     print(
-        f"  {'tokens':>8} {'FLOPs':>10} {'attention':>9} {'FLOP/B':>8} {'bound':>10}"
+        f"  {'tokens':>8} {'TFLOP':>8} {'attention':>9} {'FLOP/B':>8} {'bound':>10}"
         f" {'TTFT':>10} {'tok/s':>9}"
     )
     lengths = sorted(set(pd.PREFILL_LENGTHS + [4_096]))
@@ -117,14 +113,16 @@ def main() -> None:
         row = pd.prefill_prediction(cfg, n, peak, bw)
         prefill[str(n)] = row
         print(
-            f"  {n:>8,} {row['flops'] / 1e12:>7.1f} TF {row['attention_flops'] / row['flops']:>9.1%}"
+            f"  {n:>8,} {row['flops'] / 1e12:>8.1f} {row['attention_flops'] / row['flops']:>9.1%}"
             f" {row['flop_per_byte']:>8,.0f} {row['bound']:>10} {duration(row['seconds']):>10}"
             f" {row['tok_s']:>9,.0f}"
         )
+    print("  (attention: its share of the FLOPs; FLOP/B: FLOPs per byte read or written)")
 
+    print(f"\nDecode: one token reads {wb:,} B of weights ({human(wb)}: all but the embedding")
     print(
-        f"\nDecode: one token reads {wb:,} B of weights ({human(wb)}; the embedding table but"
-        f" one row left out) plus {kv:,} B per cached token; time = bytes / {bw / 1e12:.2f} TB/s"
+        f"  table, of which one row) plus {kv:,} B per cached token. Time: bytes / {bw / 1e12:.2f}"
+        " TB/s."
     )
     print(
         f"  {'depth':>8} {'bytes read':>16} {'FLOP/B':>8} {'bound':>10} {'TPOT':>10} {'tok/s':>9}"
@@ -139,25 +137,27 @@ def main() -> None:
         )
 
     ridge = peak / bw
-    shapes = list(pd.fused_products(cfg).values())
-    ridge_tokens = pd.tokens_for_intensity(ridge, shapes)
+    products = pd.fused_products(cfg)
+    ridge_tokens = pd.tokens_for_intensity(ridge, list(products.values()))
     print(
         f"\nRidge point: {peak / 1e12:,.0f} TFLOP/s / {bw / 1e12:.2f} TB/s = {ridge:.1f} FLOP per byte."
     )
-    print("  T tokens through a bf16 weight: 2 T FLOPs for 2 bytes read, about T FLOP per byte;")
-    print(
-        "  exactly, with the inputs read and outputs written too, one layer's four products"
-        f" ({', '.join(f'{k} {n:,}x{kk:,}' for k, (n, kk) in pd.fused_products(cfg).items())})"
-    )
+    print("  T tokens through a bf16 weight: 2 T FLOPs per 2 bytes read, about T FLOP per byte.")
+    print("  Exactly, counting the inputs read and the outputs written, one layer's four products")
+    print("  (" + ", ".join(f"{k} {n:,} x {kk:,}" for k, (n, kk) in products.items()) + ")")
     print(
         f"  reach {ridge:.1f} FLOP per byte at T = {ridge_tokens:.1f} tokens: fewer tokens at once"
-        " wait for memory, more wait for arithmetic."
+        " wait for memory,"
     )
+    print("  more wait for arithmetic.")
     ask = pd.request_prediction(cfg, pd.REQUEST["prompt"], pd.REQUEST["output"], peak, bw)
     print(
         f"\nOne request, a {pd.REQUEST['prompt']:,}-token prompt and {pd.REQUEST['output']} tokens"
-        f" out: first token after {duration(ask['ttft'])}, then {duration(ask['tpot'])} per token;"
-        f" {duration(ask['total'])} in all, {ask['prefill_share']:.1%} of it prefill."
+        f" out: the first token after {duration(ask['ttft'])},"
+    )
+    print(
+        f"  then {duration(ask['tpot'])} per token; {duration(ask['total'])} in all, of which"
+        f" prefill {ask['prefill_share']:.1%}."
     )
 
     results = {

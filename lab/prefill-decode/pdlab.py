@@ -246,6 +246,24 @@ def duration(seconds: float) -> str:
     return f"{seconds * 1e3:,.2f} ms" if seconds < 1 else f"{seconds:,.2f} s"
 
 
+def flop_rate(x: float) -> str:
+    """FLOP per second with a prefix: 791.2 TFLOP/s, 95.3 GFLOP/s."""
+    for unit, size in (("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)):
+        if x >= size:
+            return f"{x / size:,.1f} {unit}"
+    return f"{x:,.0f} FLOP/s"
+
+
+def byte_rate(x: float) -> str:
+    """Bytes per second with a prefix: 4.25 TB/s, 38.2 GB/s."""
+    if x >= 1e12:
+        return f"{x / 1e12:.2f} TB/s"
+    for unit, size in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if x >= size:
+            return f"{x / size:,.1f} {unit}"
+    return f"{x:,.0f} B/s"
+
+
 def write_results(name: str, data: dict[str, Any]) -> Path:
     """Write results/<name>.json (sorted keys, base units) through a temporary file."""
     path = Path("results") / f"{name}.json"

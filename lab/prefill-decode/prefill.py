@@ -78,7 +78,7 @@ def main() -> None:
     memory, cuda = measure.PeakMemory(device), device.type == "cuda"
     print(measure.describe(device))
     peak, bw, source = measure.limits(device, args.tiny, args.peak, args.bandwidth)
-    print(f"peak {peak / 1e12:,.1f} TFLOP/s and bandwidth {bw / 1e12:.3f} TB/s, {source}")
+    print(f"peak {pd.flop_rate(peak)} and bandwidth {pd.byte_rate(bw)}, {source}")
     lengths = args.lengths or (pd.TINY_PREFILL_LENGTHS if args.tiny else pd.PREFILL_LENGTHS)
     chunk = args.chunk or (64 if args.tiny else 4_096)
     compile_ops = cuda and not args.no_compile
@@ -91,9 +91,12 @@ def main() -> None:
     n_check, chunk_check = (100, 32) if args.tiny else (300, 128)
     ours, engine = check_against_transformers(small, device, n_check, chunk_check, compile_ops)
     print(
-        f"check: a {n_check}-token prompt in chunks of {chunk_check}, on a 2-layer model of the"
-        f" same widths: last logits against transformers in float32 off by {ours:.4f}"
-        f" (transformers' own bf16: {engine:.4f})"
+        f"check: a {n_check}-token prompt in chunks of {chunk_check}, through 2 layers of the same"
+        " widths: the last logits"
+    )
+    print(
+        f"  against transformers in float32: ours off by {ours:.4f}, transformers' own bf16 by"
+        f" {engine:.4f}"
     )
     pd.check(ours < 2 * engine + 0.01, f"the prefill pass is off by {ours:.4f}")
     gc.collect()
@@ -104,19 +107,17 @@ def main() -> None:
     dec, cfg, how = build(device, args.tiny, max(lengths), compile_ops, args.weights)
     prefill = Prefill(dec, chunk, compile_ops)
     weights = dec.weight_bytes() + dec.embed.nbytes
+    print(f"\n{pd.MODEL}: {how}")
     print(
-        f"\n{pd.MODEL}: {how}; weights {pd.human(weights)}, cache for {max(lengths):,} tokens"
-        f" {pd.human(dec.cache.nbytes)}"
+        f"  weights {pd.human(weights)}, cache for {max(lengths):,} tokens {pd.human(dec.cache.nbytes)}"
     )
-    attention = (
-        "flash attention (PyTorch scaled_dot_product_attention)"
-        if cuda
-        else "PyTorch scaled_dot_product_attention on the CPU"
+    attention = "flash attention" if cuda else "attention on the CPU"
+    attention += " (PyTorch scaled_dot_product_attention)"
+    fused = "small operations fused by torch.compile" if compile_ops else "small operations eager"
+    print(
+        f"  pass: chunks of {chunk:,} tokens (shorter prompts in one piece), the whole prompt at once"
     )
-    fused = (
-        "norms, rotary embedding and activation fused by torch.compile" if compile_ops else "eager"
-    )
-    print(f"pass: chunks of {chunk:,} tokens (shorter prompts in one piece), {attention}, {fused}")
+    print(f"  through {attention}; {fused}")
 
     print(
         f"\n  {'tokens':>7} {'chunks':>6} {'TTFT':>10} {'tok/s':>9} {'TFLOP/s':>8} {'of peak':>8}"
@@ -158,10 +159,8 @@ def main() -> None:
             fraction < (1.1 if cuda else 1000),
             f"{n:,} tokens ran at {fraction:.0%} of the peak: faster than the GPU's arithmetic",
         )
-    print(
-        "  (TTFT: from the prompt's token ids to the first token on the host, median;"
-        " predicted: from step 2's peak and bandwidth; memory: peak PyTorch allocation)"
-    )
+    print("  (TTFT: from the prompt's token ids to the first token on the host, median of runs;")
+    print("  predicted: from step 2's peak and bandwidth; memory: the most PyTorch allocated)")
 
     got = rows[str(target_tokens)]["fraction_of_peak"] if str(target_tokens) in rows else None
     if got is not None:
@@ -180,13 +179,16 @@ def main() -> None:
         print(
             f"\nmemory at {longest:,} tokens: weights {pd.human(weights)} + cache {pd.human(cache)}"
             f" + working memory {pd.human(working)}"
-            f" = {pd.human(rows[str(longest)]['peak_gpu_memory'])}"
         )
+        print(f"  = {pd.human(rows[str(longest)]['peak_gpu_memory'])}")
     print(
-        f"chunks keep the working memory small: in one piece, one layer's MLP would hold"
-        f" {pd.human(mlp_whole)} at {longest:,} tokens (gate and up, the activation, their product);"
-        f" in chunks of {chunk:,} tokens, {pd.human(mlp_chunk)}"
+        f"chunks keep the working memory small: in one piece, at {longest:,} tokens, one layer's MLP"
     )
+    print(
+        f"  would hold {pd.human(mlp_whole)} at once (gate and up, the activation, their product);"
+        f" in chunks of {chunk:,}"
+    )
+    print(f"  tokens, {pd.human(mlp_chunk)}")
     results: dict[str, Any] = {
         "device": device.type,
         "tiny": args.tiny,

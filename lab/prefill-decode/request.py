@@ -96,7 +96,7 @@ def main() -> None:
     memory, cuda = measure.PeakMemory(device), device.type == "cuda"
     print(measure.describe(device))
     peak, bw, source = measure.limits(device, args.tiny, args.peak, args.bandwidth)
-    print(f"peak {peak / 1e12:,.1f} TFLOP/s and bandwidth {bw / 1e12:.3f} TB/s, {source}")
+    print(f"peak {pd.flop_rate(peak)} and bandwidth {pd.byte_rate(bw)}, {source}")
     sizes = pd.TINY_REQUEST if args.tiny else pd.REQUEST
     n_prompt, n_output = args.prompt or sizes["prompt"], args.output or sizes["output"]
     pd.check(n_output >= 2, "the answer needs at least 2 tokens to have a gap between tokens")
@@ -108,15 +108,17 @@ def main() -> None:
     recording = time.perf_counter()
     pool = torch.cuda.graph_pool_handle() if cuda else None
     steps = [
-        measure.graphed(lambda pos=pos: dec.step(pos), device, pool, warmup=2 if i == 0 else 0)
+        measure.graphed(lambda pos=pos: dec.step(pos), device, pool, warmup=2 if i == 0 else 1)
         for i, pos in enumerate(range(n_prompt, n_prompt + n_output - 1))
     ]
     recorded = time.perf_counter() - recording
     how_run = (
-        f"engine.py's prefill in chunks of {prefill.chunk:,} tokens, then lesson 2.4's decoder,"
-        + (" one CUDA graph per token (recorded beforehand)" if cuda else " eager on the CPU")
+        f"engine.py's prefill in chunks of {prefill.chunk:,} tokens, then lesson 2.4's decoder"
+        + (" replaying one CUDA graph per token" if cuda else " eager on the CPU")
     )
-    print(f"engine: {how_run}; {len(steps)} decode steps made ready in {recorded:.1f} s")
+    print(f"engine: {how_run}")
+    ready = f"{len(steps)} decode steps made ready in {recorded:.1f} s"
+    print(f"  {ready}, before the request" + (" (compiling included)" if compiled else ""))
     prompt = torch.randint(0, cfg["vocab_size"], (n_prompt,))
     timed(prefill, dec, steps, prompt)  # one request to warm up, untimed
     got = timed(prefill, dec, steps, prompt)
@@ -125,9 +127,9 @@ def main() -> None:
 
     shown = [f"{tok} at {pd.duration(t)}" for tok, t in zip(got["tokens"][:3], got["arrivals"][:3])]
     print(
-        f"\nrequest: {n_prompt:,} prompt tokens (random ids: with random weights the words would mean"
-        f" nothing, and speed does not depend on which tokens), {n_output} tokens out"
+        f"\nrequest: {n_prompt:,} prompt tokens, {n_output} tokens out (random token ids: with random"
     )
+    print("  weights words would mean nothing, and the speed does not depend on which tokens)")
     print(f"  streamed: {', '.join(shown)}, ... token {n_output} at {pd.duration(got['total'])}")
     print(f"\n  {'':<24} {'measured':>10} {'predicted':>10} {'predicted / measured':>21}")
     for label, key in (
@@ -147,8 +149,8 @@ def main() -> None:
         " after the first"
     )
     print(
-        f"  (predicted: prefill FLOPs / {peak / 1e12:,.1f} TFLOP/s; each decode step's bytes"
-        f" / {bw / 1e12:.3f} TB/s)"
+        f"  (predicted: prefill FLOPs / {pd.flop_rate(peak)}; each decode step's bytes"
+        f" / {pd.byte_rate(bw)})"
     )
     pd.check(
         got["ttft"] > 0.9 * ask["ttft"] if cuda else got["ttft"] > 0,
