@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import runpy
 import shutil
 import statistics
 import subprocess
@@ -307,18 +308,30 @@ def test_request_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
 
 
 def test_lab_yml_captures_resolve(lab: Path, runs: dict[str, Any]) -> None:
-    """Every capture of step 1 finds its number; so do those of the GPU steps whose key path does
-    not name a prompt length, a depth or a token count (the tiny run uses other ones)."""
+    """Every capture finds a number. Step 1 runs full size here; a GPU step's key that names a
+    prompt length, a depth or a token count must name one the full run measures, and resolves
+    with the tiny run's first one in its place."""
     recipe = yaml.safe_load((LAB / "lab.yml").read_text())
     assert [s["id"] for s in recipe["steps"]] == ["paper", *GPU_STEPS]
     assert all(s.get("needs") == "gpu" for s in recipe["steps"][1:])
+    full = {
+        "lengths": {128, 512, 2048, 8192, 32768},
+        "depths": {0, 4096, 32768},
+        "sweep": {2**i for i in range(14)},
+    }
+    sizes = runpy.run_path(str(LAB / "pdlab.py"))  # the standard library only
+    assert set(sizes["PREFILL_LENGTHS"]) == full["lengths"]
+    assert set(sizes["DECODE_DEPTHS"]) == full["depths"]
     for step in recipe["steps"]:
         assert (LAB / step["run"].split()[1]).exists()
         assert "peak_gpu_memory" in step["capture"] or step["id"] == "paper"
         for name, spec in step["capture"].items():
-            if step["id"] != "paper" and any(p.isdigit() for p in spec["key"].split(".")):
-                continue
-            value = key_path(json.loads((lab / spec["json"]).read_text()), spec["key"])
+            data = json.loads((lab / spec["json"]).read_text())
+            parts = spec["key"].split(".")
+            if step["id"] != "paper" and len(parts) == 3 and parts[1].isdigit():
+                assert int(parts[1]) in full[parts[0]], name
+                parts[1] = next(iter(data[parts[0]]))
+            value = key_path(data, ".".join(parts))
             if value is None and spec["key"] in UNREACHABLE_ON_TINY:
                 continue  # the tiny layer may never reach the CPU's ridge: no such token count
             assert isinstance(value, (int, float)) and not isinstance(value, bool), name
