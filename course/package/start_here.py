@@ -8,7 +8,7 @@ from ..lab.schema import AnyStep, StartStep, StopStep, step_command
 from ..pages.facts import gpu_name
 from ..pages.format import day, duration
 from ..pages.install import PYTHON, install_commands, lab_spec, pins
-from ..record.models import PROMPT, Run
+from ..record.models import PROMPT, Run, Value
 
 START_HERE = "START-HERE.md"
 # Expected output longer than this is shown as its head and tail.
@@ -130,9 +130,19 @@ def _step_section(
     lines += ["Type:", "", *_fenced(step_command(step), "bash"), ""]
     took = duration(recorded.seconds or 0.0)
     verb = "was ready after" if isinstance(step, StartStep) else "took"
-    lines += [f"It {verb} {took} on {machine}. Expected output (from our run):", ""]
+    memory = peak_memory(recorded.values)
+    lines += [f"It {verb} {took} on {machine}{memory}. Expected output (from our run):", ""]
     lines += [*_fenced("\n".join(expected_output(run, step.id)), "text"), ""]
     return lines
+
+
+def peak_memory(values: dict[str, Value]) -> str:
+    """', and its peak GPU memory was 20.4 GiB' from the step's recorded `peak_gpu_memory` values
+    (the reserved figure when there is one: what the GPU had to hand over)."""
+    found = values.get("peak_gpu_memory_reserved") or values.get("peak_gpu_memory")
+    if found is None or found.unit != "B" or isinstance(found.value, str) or not found.value:
+        return ""
+    return f", and its peak GPU memory was {found.value / 2**30:.1f} GiB"
 
 
 def expected_output(run: Run, step_id: str) -> list[str]:

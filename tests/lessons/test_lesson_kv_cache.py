@@ -159,3 +159,8 @@ def test_every_install_line_names_real_extras_and_the_recorded_versions(
         lines = install_lines(sources[where])
         assert any(".[all]" in a and recorded <= set(a) for a in lines), where
     assert seen >= 3
+    # START-HERE.md quotes each GPU step's peak GPU memory from the same record
+    for step in ("gpu-check", "prefix-reuse", "decode-speed"):
+        peak = run.record.step(step).values["peak_gpu_memory_reserved"].value
+        section = start.split(f": {step}")[1].split("## Step")[0]
+        assert f"its peak GPU memory was {float(peak) / 2**30:.1f} GiB" in section, step
