@@ -8,7 +8,7 @@ cache (`cache_n`) and how many were computed (`prompt_n`), and how long that too
 then sent once more with `cache_prompt: false`, to time the same prompt computed from scratch.
 
     llama-server -m gguf/qwen3-0_6b-bf16.gguf -ngl 99 -c 4096 --port 8231 &
-    python3 llama_chat.py --port 8231
+    python3 llama_chat.py --port 8231 --model gguf/qwen3-0_6b-bf16.gguf
     python3 llama_chat.py --port 8231 --device cpu --tiny      # a shorter document
     python3 llama_chat.py --port 8231 --reply generated        # send back what the model wrote
 
@@ -24,6 +24,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from kvlab import check, write_results
@@ -183,6 +184,9 @@ def main() -> None:
         default="story",
         help="turn 2's assistant message: step 3's fixed reply, or what the server wrote",
     )
+    parser.add_argument(
+        "--model", help="the GGUF file the server should be serving (checked against its /props)"
+    )
     parser.add_argument("--name", default="llama_chat", help="results/<name>.json")
     parser.add_argument("--save-responses", help="also write the raw JSON answers to this file")
     parser.add_argument(
@@ -201,6 +205,9 @@ def main() -> None:
         f"llama-server at {server.base}: {props.get('build_info', '?')}, model {props.get('model_path', '?')}"
     )
     print(f"context per slot: {n_ctx:,} tokens, {props.get('total_slots', '?')} slots")
+    if args.model:
+        served = Path(str(props.get("model_path", ""))).name
+        check(served == Path(args.model).name, f"the server serves {served!r}, not {args.model!r}")
 
     want = args.tokens or (600 if args.tiny else 3_000)
     if n_ctx:  # leave room in the slot for the reply, the follow-up and the answers

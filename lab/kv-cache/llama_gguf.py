@@ -389,6 +389,7 @@ def main() -> None:
     parser.add_argument(
         "--force", action="store_true", help="remake files that an earlier run made"
     )
+    parser.add_argument("--name", default="llama_gguf", help="results/<name>.json")
     args = parser.parse_args()
     args.quants = [q.strip() for q in args.quants.split(",") if q.strip()]
     models = args.model or list(KEYS)
@@ -410,7 +411,7 @@ def main() -> None:
     results["peak_gpu_memory"] = peak_alloc
     results["peak_gpu_memory_reserved"] = peak_res
     results["seconds"] = time.perf_counter() - t0
-    path = write_results("llama_gguf", results)
+    path = write_results(args.name, results)
     print(
         f"\npeak GPU memory (making the random weights): {human(peak_alloc)} allocated, {human(peak_res)} reserved"
     )

@@ -58,7 +58,7 @@ step "GGUF files (tiny)"
 "$py" llama_gguf.py --device cpu --tiny
 step "llama-server, 4,096 cells, and the chat"
 serve 4096
-"$py" llama_chat.py --device cpu --tiny --port "$port"
+"$py" llama_chat.py --device cpu --tiny --port "$port" --model gguf/qwen3-0_6b-tiny-bf16.gguf
 unserve
 step "llama-server, 32,768 cells"
 serve 32768

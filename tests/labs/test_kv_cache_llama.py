@@ -314,6 +314,8 @@ def test_chat_script_against_a_stand_in_server(
         "--tiny",
         "--max-tokens",
         "8",
+        "--model",
+        "models/fake.gguf",
     )
     assert out.returncode == 0, out.stdout + out.stderr
     data = json.loads((lab / "results" / "llama_chat.json").read_text())
@@ -333,6 +335,8 @@ def test_chat_script_against_a_stand_in_server(
     assert data["reply_tokens"] == 8
     assert 500 <= data["document_tokens"] <= 700  # --tiny: a document of about 600 "tokens"
     assert data["peak_gpu_memory"] is None  # no nvidia-smi here
+    wrong = run(lab, "llama_chat.py", "--port", str(fake_server), "--model", "qwen3-8b-bf16.gguf")
+    assert wrong.returncode == 2 and "serves 'fake.gguf'" in wrong.stderr
 
 
 # --- llama-bench ----------------------------------------------------------------------------
