@@ -15,8 +15,11 @@ from pathlib import Path
 
 from .errors import CourseError, PageError
 from .package.lessons import package_lessons
+from .pages.checks import position_warning
 from .pages.choose import ChosenPage, lesson_page_runs
 from .pages.context import Problem
+from .pages.figure_cache import CACHE as PACKAGE_CACHE
+from .pages.figure_cache import EXTRA as CACHE_KEY
 from .pages.lessons import scan
 from .pages.plugin import LENIENT, report
 from .pages.render import hint, render_page
@@ -68,7 +71,8 @@ def build_site(
 ) -> BuildResult:
     """Build the HTML site from docs/ and the committed records with mkdocs --strict.
 
-    The PDFs and zips are kept between builds in `cache_dir` (default: `.cache/package/`).
+    The PDFs, zips, figures and social cards are kept between builds in `cache_dir` (default:
+    `.cache/package/`).
     `site_url` replaces mkdocs.yml's address (`course publish`); `jobs` is the number of
     processes printing PDFs (default: one per core).
     """
@@ -91,6 +95,7 @@ def build_site(
         config = load_config(
             config_file=str(config_file), site_dir=str(site_dir), strict=True, **overrides
         )
+        config["extra"][CACHE_KEY] = str((cache_dir or root / PACKAGE_CACHE).resolve())
         build(config)
     except MkDocsException as exc:  # Abort included: mkdocs logged the cause before aborting
         raise PageError(_failure(str(exc), collect.messages)) from None
@@ -142,6 +147,22 @@ def check_site(root: Path) -> tuple[int, list[Problem]]:
             continue
         problems += render_page(root, entry).context.problems
     return len(pages), problems
+
+
+def check_warnings(root: Path) -> list[str]:
+    """What `course check` warns about without failing: checks a pattern can pass."""
+    warnings = []
+    for entry in scan(root / "docs"):
+        if not entry.meta.lesson:
+            continue
+        context = render_page(root, entry).context
+        try:
+            found = position_warning(context.data.checks)
+        except CourseError:
+            continue  # a broken data file is reported as a page problem already
+        if found:
+            warnings.append(f"docs/{entry.src}: {found}")
+    return warnings
 
 
 def pinned_behind(root: Path) -> list[tuple[str, str, str]]:

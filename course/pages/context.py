@@ -47,6 +47,8 @@ class PageContext:
     """The page's URL relative to the site root (to link assets)."""
     site_dir: Path | None = None
     """Where the site is written; None when only checking (figures are then not drawn)."""
+    cache: Path = Path(".cache") / "package"
+    """The build's cache (figures are kept in its `.figures/`); relative: under `root`."""
     given_run: Run | None = None
     """The run to show instead of the chosen one (`course diff` evaluates a page on two runs)."""
     problems: list[Problem] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""Figures drawn once per input: the SVG and PNG of a figure kept under `.cache/figures/`.
+"""Figures drawn once per input: the SVG and PNG of a figure kept in the build's cache.
 
 A figure is a function of its figure module (and any other module of `figures/` it may import),
 the run it reads (a run is added, never rewritten, so its `run.json` stands for it) and the
@@ -15,6 +15,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..record.files import RUN_FILE
 from ..record.models import Run
@@ -22,7 +23,17 @@ from .widgets import Drawn
 
 FORMAT = "figure-1"
 """Bump when the way figures are drawn changes, so kept figures are not reused."""
-CACHE = Path(".cache") / "figures"
+CACHE = Path(".cache") / "package"
+"""The build's cache under the project, unless the build names another (`build_site(cache_dir)`):
+the PDFs and zips in a folder per lesson, figures in `.figures/`, social cards in `.cards/`."""
+EXTRA = "course_cache"
+"""The mkdocs `extra` key through which `build_site` names the cache to the pages."""
+
+
+def cache_of(config: Any) -> Path:
+    """The build's cache folder, from the mkdocs configuration."""
+    given = (config.get("extra") or {}).get(EXTRA)
+    return Path(given) if given else Path(config.config_file_path).resolve().parent / CACHE
 
 
 def figure_key(figures: Path, name: str, run: Run, target: str) -> str:

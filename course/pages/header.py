@@ -21,7 +21,8 @@ def lesson_header(page: PageContext, markdown: str) -> str:
     meta = page.meta
     run = page.run
     steps, install, download = facts.hands_on_seconds(run, page.lab)
-    hands_on = steps + install + download
+    typing = facts.typing_seconds(page.lab)
+    hands_on = steps + install + download + typing
     words = facts.prose_words(markdown)
     gpu = facts.gpu_name(run)
     cost, prices = facts.cost_text(facts.load_prices(page.root), gpu, hands_on)
@@ -37,8 +38,10 @@ def lesson_header(page: PageContext, markdown: str) -> str:
             "Hands-on",
             f"{minutes_text(hands_on)}: the recorded steps took "
             f"{minutes_text(steps).removeprefix('about ')}, plus "
-            f"{minutes_text(install).removeprefix('about ')} of installs and "
-            f"{minutes_text(download).removeprefix('about ')} of downloads",
+            f"{minutes_text(install).removeprefix('about ')} of installs, "
+            f"{minutes_text(download).removeprefix('about ')} of downloads and "
+            f"{minutes_text(typing).removeprefix('about ')} to read and type each step "
+            "(a minute a step)",
         ),
         facts.fact_row(
             "Hardware and cost",
@@ -111,13 +114,13 @@ def _downloads(page: PageContext) -> str:
     if not listed:
         return ""
     base = page.to_root()
-    lesson = html.escape(listed[0].download_stem, quote=True)
+    stem = html.escape(listed[0].download_stem, quote=True)
     files = lab_files(page.root / "lab" / page.lesson)
     shown = ", ".join(f"<code>{html.escape(f)}</code>" for f in files[:8])
     more = f" and {len(files) - 8} more" if len(files) > 8 else ""
     return (
-        f'<a href="{base}downloads/{lesson}.zip" download>the lab (zip)</a>, with START-HERE.md '
+        f'<a href="{base}downloads/{stem}.zip" download>the lab (zip)</a>, with START-HERE.md '
         "and the "
         f"lab's {len(files)} files ({shown}{more}); "
-        f'<a href="{base}downloads/{lesson}.pdf">this page (PDF)</a>'
+        f'<a href="{base}downloads/{stem}.pdf">this page (PDF)</a>'
     )

@@ -76,7 +76,7 @@ def _lesson(ctx: PageContext, lesson: Lesson, store: Store, prices: facts.Prices
             f'<h3 class="course-lesson__title"><a href="{page}">{title}</a></h3></li>'
         )
     steps, install, download = facts.hands_on_seconds(run, lab)
-    hands_on = steps + install + download
+    hands_on = steps + install + download + facts.typing_seconds(lab)  # as the page header adds
     gpu = facts.gpu_name(run)
     cost = facts.cost_range(prices, gpu, hands_on)
     stem = html.escape(base + "downloads/" + lesson.download_stem, quote=True)

@@ -25,7 +25,6 @@ from .checks import ShownCheck, ShownOption, check_html
 from .claims import check_claim, claim_html
 from .context import FigureData, PageContext
 from .faq import glossary_html
-from .figure_cache import CACHE as FIGURES_CACHE
 from .figure_cache import drawn_once, figure_key
 from .format import format_number
 from .widgets import (
@@ -136,7 +135,12 @@ def value(
     if q.sources != (expression.strip(),):
         expr = f' data-expr="{html.escape(expression, quote=True)}"'
     source = html.escape(sources, quote=True)
-    return f'<span class="course-value" data-source="{source}"{expr}>{shown}</span>'
+    steps = sorted({s.split(".", 1)[0] for s in q.sources})
+    said = (
+        f"measured in run {ctx.run.run_id}, step{'s' if len(steps) > 1 else ''} {', '.join(steps)}"
+    )
+    title = f' title="{html.escape(said, quote=True)}"'
+    return f'<span class="course-value" data-source="{source}"{expr}{title}>{shown}</span>'
 
 
 @macro
@@ -191,7 +195,7 @@ def figure(ctx: PageContext, name: str, alt: str | None = None, caption: str = "
     key = figure_key(ctx.root / "figures", name, ctx.run, target)
     try:
         drawn = drawn_once(
-            ctx.root / FIGURES_CACHE,
+            ctx.root / ctx.cache / ".figures",
             key,
             site_dir,
             target,

@@ -18,6 +18,7 @@ from mkdocs.exceptions import PluginError
 
 from .context import PageContext, Problem
 from .facts import prose_words
+from .figure_cache import cache_of
 from .lessons import navigation, page_meta
 from .macros import MACROS
 from .outline import load_outline
@@ -68,6 +69,7 @@ def context_for(env: Any) -> PageContext:
             raw_meta=dict(page.meta or {}),
             url=page.url,
             site_dir=Path(config.site_dir),
+            cache=cache_of(config),
         )
         STATE.pages[src] = ctx
     return ctx

@@ -241,14 +241,31 @@ def test_the_landing_page_shows_the_progress_made_on_a_lesson(page: object, base
 
 
 def test_without_javascript_the_landing_page_lists_the_lessons(browser: object, base: str) -> None:
+    """The landing page's facts are the lesson header's, computed once, readable without JS."""
     context = browser.new_context(base_url=base, java_script_enabled=False)  # type: ignore[attr-defined]
     tab = context.new_page()
+    tab.goto(LESSON)
+    header = {
+        row.locator("dt").inner_text(): row.locator("dd").inner_text()
+        for row in tab.locator(".course-lesson-header .course-facts > div").all()
+    }
+    reading = header["Reading"].split(" (")[0]  # "about 2 min (352 words)"
+    hands_on = header["Hands-on"].split(":")[0]  # "about 13 min: the recorded steps took ..."
+    cost = header["Hardware and cost"].split("costs ")[1].split(" ")[0]
     tab.goto("")
     lesson = tab.locator("#lesson-tiny-cache")
     assert lesson.locator(".course-lesson__title a").get_attribute("href") == LESSON
-    text = lesson.inner_text()
-    assert "Hands-on" in text and "about 11 min" in text and "NVIDIA H200, 20 November 2026" in text
-    assert "$0.62–$1.12" in text and "…" not in text  # the reading time was filled in
+    facts = {
+        row.locator("dt").inner_text(): row.locator("dd").inner_text()
+        for row in lesson.locator(".course-facts > div").all()
+    }
+    assert facts == {
+        "Reading": reading,
+        "Hands-on": hands_on,
+        "Cost": f"{cost} of GPU time",
+        "Numbers from": "NVIDIA H200, 20 November 2026",
+        "Downloads": "lab (zip), page (PDF)",
+    }
     assert lesson.locator("[data-course-lesson-progress]").is_hidden()
     assert tab.locator("[data-course-continue]").is_hidden()
     context.close()
