@@ -326,7 +326,10 @@ def test_chat_script_against_a_stand_in_server(
     assert turn2[2]["role"] == "assistant" and turn2[2]["content"].startswith(
         "<think>"
     )  # step 3's reply
-    words = lambda msgs: len(" ".join(f"<{m['role']}> {m['content']}" for m in msgs).split()) + 1
+
+    def words(msgs):
+        return len(" ".join(f"<{m['role']}> {m['content']}" for m in msgs).split()) + 1
+
     # the stand-in caches turn 1 plus its own reply; turn 2 shares turn 1's words up to the reply
     assert data["turn1_tokens"] == words(turn1)
     assert data["turn2_tokens"] == words(turn2)
