@@ -51,9 +51,7 @@ def draw(fig: Any, data: Any) -> None:
     arrow(ax, 1.35, 1.9, 4.6)
     for i in range(14):  # the prompt's tokens, side by side
         ax.add_patch(
-            Rectangle(
-                (2.0 + i * 0.2, 3.6), 0.17, 2.0, facecolor=PROMPT, edgecolor=EDGE, lw=0.5
-            )
+            Rectangle((2.0 + i * 0.2, 3.6), 0.17, 2.0, facecolor=PROMPT, edgecolor=EDGE, lw=0.5)
         )
     ax.text(4.9, 4.6, "…", fontsize=12, va="center")
     ax.text(3.5, 5.75, f"{prompt:,.0f} prompt tokens at once", ha="center", fontsize=9.5)
@@ -85,9 +83,7 @@ def draw(fig: Any, data: Any) -> None:
     scale = 10.2 / (ttft + 40 * tpot)  # inches of axis per ms, room for 40 decode steps
     y = 0.7
     ax.text(0.1, 1.75, "One request in time (to scale, as measured)", fontsize=10.5, weight="bold")
-    ax.add_patch(
-        Rectangle((0.1, y), ttft * scale, 0.6, facecolor=PROMPT, edgecolor=EDGE, lw=0.8)
-    )
+    ax.add_patch(Rectangle((0.1, y), ttft * scale, 0.6, facecolor=PROMPT, edgecolor=EDGE, lw=0.8))
     ax.text(0.1 + ttft * scale / 2, y + 0.3, "prefill", ha="center", va="center", fontsize=9.5)
     x = 0.1 + ttft * scale
     for _ in range(36):
