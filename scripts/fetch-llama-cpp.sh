@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetch, here (with access to the Python package registry), the llama.cpp source that the
 # registry's llama-cpp-python sdist vendors, slim it and pack it for a GPU host with no network:
-#   bash scripts/fetch-llama-cpp.sh VERSION [DEST]        (DEST defaults to .cache/llama.cpp/)
+#   bash scripts/fetch-llama-cpp.sh VERSION [DEST]        (DEST defaults to .cache/sources/, where `course run` looks)
 # writes DEST/llama.cpp-VERSION.tar.xz (top folder llama.cpp/) and DEST/llama.cpp-VERSION.json
 # (version, commit, build number when known, sha256, size). lab/kv-cache/llama_build.sh builds it.
 #
@@ -13,7 +13,7 @@
 set -euo pipefail
 version=${1:?usage: fetch-llama-cpp.sh VERSION [DEST]}
 repo_root=$(cd "$(dirname "$0")/.." && pwd)
-dest=${2:-$repo_root/.cache/llama.cpp}
+dest=${2:-$repo_root/.cache/sources}
 mkdir -p "$dest"
 dest=$(cd "$dest" && pwd)
 python=${PYTHON:-python3}

@@ -90,7 +90,8 @@ authors: [writing-a-lesson.md]
 LINKS = """
 ## Links
 
-As {{ lesson_link("tiny-two") }} shows, and {{ lesson_link("tiny-two", text="the next one") }}.
+As {{ lesson_link("tiny-two") }} (lesson {{ lesson_number("tiny-two") }}) shows, and
+{{ lesson_link("tiny-two", text="the next one") }}.
 """
 
 
@@ -106,7 +107,7 @@ def make_two_lesson_project(dst: Path) -> Path:
     page = root / "docs" / "part-1" / "tiny.md"
     text = page.read_text(encoding="utf-8").replace(
         'read_first: ["[Writing a lesson](../writing-a-lesson.md)"]',
-        "read_first: [tiny-two, still-to-write, the attention step]",
+        "read_first: [{tiny-two: the same again}, still-to-write, the attention step]",
     )
     page.write_text(text + LINKS, encoding="utf-8")
     (root / "docs" / "part-1" / "tiny-two.md").write_text(

@@ -111,7 +111,8 @@ def _check_includes(include: list[str], folder: Path, node: yaml.Node | None) ->
 
 _KNOWN_KEYS: dict[str, set[str]] = {
     "lab": {
-        "lesson", "title", "engine", "python", "setup", "resources", "builds", "include", "steps"
+        "lesson", "title", "engine", "python", "setup", "resources", "builds", "include",
+        "cpu_args", "steps"
     },
     "step": {
         "id",

@@ -211,6 +211,9 @@ class Lab(_Strict):
     """The machine the lab needs when it runs in the cloud; none: CPU only, the cloud's default disk."""
     builds: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")], Build] = {}
     """Native engines the lab builds from source on the run's host (see `Build`)."""
+    cpu_args: str | None = None
+    """Arguments that let a GPU step's Python script run on a CPU in seconds with shrunk models
+    (e.g. `--device cpu --tiny`); START-HERE.md shows each GPU step with them, to try it first."""
     include: list[str] = []
     """Files of another lesson's lab that this lab uses, as paths from this lab's folder (e.g.
     `../kv-cache/decoder.py`): each run copies them into the scratch folder by file name, step

@@ -69,8 +69,9 @@ class LessonMeta(BaseModel):
     """One sentence: what the reader will learn and measure."""
     outcomes: list[str] = []
     """What the reader will be able to do afterwards."""
-    read_first: list[str] = []
-    """What to read first: lesson ids (a link, or the lesson shown as coming) or topics in words."""
+    read_first: list[str | dict[str, str]] = []
+    """What to read first: lesson ids (a link, or the lesson shown as coming), `id: why`, or
+    topics in words."""
     section: str | None = None
     """For a page that is not a lesson: the heading of the authors' side it sits under."""
     headline: Headline | None = None

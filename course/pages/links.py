@@ -31,24 +31,37 @@ def lesson_anchor(ctx: PageContext, lesson: Lesson, text: str | None = None) -> 
 
 
 @macro
-def lesson_link(ctx: PageContext, lesson_id: str, text: str | None = None) -> str:
-    """A link to another lesson by id, titled from the outline; the build checks the id."""
+def lesson_link(
+    ctx: PageContext, lesson_id: str, text: str | None = None, number: bool = False
+) -> str:
+    """A link to another lesson by id, showing its title from the outline (`number=True`: with
+    its number first; `text=`: other words); the build checks the id and that the page exists."""
     lesson = ctx.outline.lesson(lesson_id)
     if not lesson.written:
         raise PageError(
             f"lesson '{lesson_id}' ({lesson.number} {lesson.title}) is listed in docs/{OUTLINE} "
             f"but has no page yet (docs/{lesson.src}); link it once it is written"
         )
-    return lesson_anchor(ctx, lesson, text)
+    return lesson_anchor(ctx, lesson, text or (None if number else lesson.title))
+
+
+@macro
+def lesson_number(ctx: PageContext, lesson_id: str) -> str:
+    """A lesson's number from the outline, for prose: 'Lesson {{ lesson_number("kv-cache") }}'."""
+    return html.escape(ctx.outline.lesson(lesson_id).number)
 
 
 def read_first_items(ctx: PageContext) -> list[str]:
     """The page's "Read first" entries as Markdown: a lesson named by id becomes its link (or is
-    shown as coming); a topic in words, or a Markdown link, stays as written."""
-    return [
-        lesson_anchor(ctx, ctx.outline.lesson(entry.strip())) if is_lesson_id(entry) else entry
-        for entry in ctx.meta.read_first
-    ]
+    shown as coming), with what to read it for after a colon when the entry says
+    (`- kv-cache: how many bytes a token keeps`); a topic in words stays as written."""
+    items = []
+    for entry in ctx.meta.read_first:
+        pairs = entry.items() if isinstance(entry, dict) else [(entry, None)]
+        for key, why in pairs:
+            shown = lesson_anchor(ctx, ctx.outline.lesson(key.strip())) if is_lesson_id(key) else key
+            items.append(f"{shown}: {why}" if why else shown)
+    return items
 
 
 def next_block(ctx: PageContext) -> str:

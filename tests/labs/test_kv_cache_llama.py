@@ -327,7 +327,7 @@ def test_chat_script_against_a_stand_in_server(
         "<think>"
     )  # step 3's reply
 
-    def words(msgs: list[dict[str, str]]) -> int:
+    def words(msgs):
         return len(" ".join(f"<{m['role']}> {m['content']}" for m in msgs).split()) + 1
 
     # the stand-in caches turn 1 plus its own reply; turn 2 shares turn 1's words up to the reply

@@ -166,8 +166,8 @@ def test_read_first_and_next_are_links_or_coming(two: Path) -> None:
     first = article(two, "part-1/tiny")
     assert (
         '<p><strong>Read first:</strong> <a class="course-lesson-link" href="../../part-1/'
-        'tiny-two/">1.2 A second tiny lesson</a>, <span class="course-coming">1.3 A lesson still '
-        "to write (coming)</span>, the attention step.</p>"
+        'tiny-two/">1.2 A second tiny lesson</a>: the same again, <span class="course-coming">1.3 '
+        "A lesson still to write (coming)</span>, the attention step.</p>"
     ) in first
     assert (
         'Next: <a class="course-lesson-link" href="../../part-1/tiny-two/">1.2 A second tiny '
@@ -183,9 +183,9 @@ def test_read_first_and_next_are_links_or_coming(two: Path) -> None:
 def test_lesson_link_links_by_id(two: Path) -> None:
     links = article(two, "part-1/tiny")
     assert (
-        'As <a class="course-lesson-link" href="../../part-1/tiny-two/">1.2 A second tiny '
-        'lesson</a> shows, and <a class="course-lesson-link" href="../../part-1/tiny-two/">the '
-        "next one</a>."
+        'As <a class="course-lesson-link" href="../../part-1/tiny-two/">A second tiny '
+        'lesson</a> (lesson 1.2) shows, and\n<a class="course-lesson-link" '
+        'href="../../part-1/tiny-two/">the next one</a>.'
     ) in links
 
 
