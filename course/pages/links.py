@@ -59,7 +59,9 @@ def read_first_items(ctx: PageContext) -> list[str]:
     for entry in ctx.meta.read_first:
         pairs = entry.items() if isinstance(entry, dict) else [(entry, None)]
         for key, why in pairs:
-            shown = lesson_anchor(ctx, ctx.outline.lesson(key.strip())) if is_lesson_id(key) else key
+            shown = key
+            if is_lesson_id(key):
+                shown = lesson_anchor(ctx, ctx.outline.lesson(key.strip()))
             items.append(f"{shown}: {why}" if why else shown)
     return items
 
