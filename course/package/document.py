@@ -47,7 +47,7 @@ class PrintMeta:
     language: str = "en"
     keywords: tuple[str, ...] = ()
     lab_zip: str = ""
-    """The lesson zip's path under the site root (`downloads/kv-cache.zip`), named on the cover."""
+    """The lesson zip under the site root (`downloads/lesson-2.4.zip`), named on the cover."""
 
 
 @dataclass

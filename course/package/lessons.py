@@ -167,7 +167,7 @@ def _plan(
         site_url=site.url,
         language=site.language,
         keywords=(site.name, lab.lab.title),
-        lab_zip=f"{DOWNLOADS}/{lesson}.zip",
+        lab_zip=f"{DOWNLOADS}/{stem}.zip",
     )
     page_html = pdf.read_page(site_dir, page.url)
     key = page_html.key(cover, meta)

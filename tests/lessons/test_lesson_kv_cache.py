@@ -211,10 +211,10 @@ def test_a_learner_without_a_gpu_follows_start_here_to_the_end(
     import zipfile
 
     site_dir, _ = site
-    with zipfile.ZipFile(site_dir / "downloads" / "kv-cache.zip") as archive:
+    with zipfile.ZipFile(site_dir / "downloads" / "lesson-2.4.zip") as archive:
         archive.extractall(tmp_path)
-        start = archive.read("kv-cache/START-HERE.md").decode("utf-8")
-    lab = tmp_path / "kv-cache" / "lab"
+        start = archive.read("lesson-2.4/START-HERE.md").decode("utf-8")
+    lab = tmp_path / "lesson-2.4" / "lab"
     sections = start.split("## Step ")[1:]
     commands = []
     for section in sections:
