@@ -20,7 +20,8 @@ from .pages.choose import ChosenPage, lesson_page_runs
 from .pages.context import Problem
 from .pages.figure_cache import CACHE as PACKAGE_CACHE
 from .pages.figure_cache import EXTRA as CACHE_KEY
-from .pages.lessons import scan
+from .pages.lessons import placement_problems, scan
+from .pages.outline import OUTLINE, load_outline
 from .pages.plugin import LENIENT, report
 from .pages.render import hint, render_page
 from .record.store import Store
@@ -142,6 +143,8 @@ def check_site(root: Path) -> tuple[int, list[Problem]]:
         raise PageError(f"no docs/ folder in {root}")
     problems: list[Problem] = []
     pages = scan(docs)
+    placed = placement_problems(load_outline(docs), pages)
+    problems += [Problem(page, f"(docs/{OUTLINE})", message) for page, message in placed]
     for entry in pages:
         if entry.raw.get("render_macros") is False:
             continue

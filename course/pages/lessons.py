@@ -200,8 +200,9 @@ def learners_pages(docs: Path) -> set[str]:
     return {"index.md"} | {lesson.src for lesson in load_outline(docs).written}
 
 
-def placement_problems(outline: Outline, pages: list[PageEntry]) -> list[str]:
-    """Pages the outline should name but does not, and authors' pages it names that are missing."""
+def placement_problems(outline: Outline, pages: list[PageEntry]) -> list[tuple[str, str]]:
+    """(page, problem) for each page the outline should place but does not, and each authors'
+    page it names that is missing."""
     problems = []
     for page in pages:
         if page.meta.lesson and outline.by_page(page.src) is None and not page.meta.section:
@@ -212,12 +213,15 @@ def placement_problems(outline: Outline, pages: list[PageEntry]) -> list[str]:
                 else f"docs/{OUTLINE} does not list lesson '{page.meta.lesson}'"
             )
             problems.append(
-                f"docs/{page.src} names lesson '{page.meta.lesson}', but {where}: list it "
-                "there, or give the page a `section:` to place it on the authors' side"
+                (
+                    f"docs/{page.src}",
+                    f"names lesson '{page.meta.lesson}', but {where}: list it there, or give the "
+                    "page a `section:` to place it on the authors' side",
+                )
             )
     existing = {p.src for p in pages}
     problems += [
-        f"docs/{OUTLINE}: authors: page docs/{src} does not exist"
+        (f"docs/{OUTLINE}", f"authors: page docs/{src} does not exist")
         for src in outline.authors
         if src not in existing
     ]
@@ -232,7 +236,7 @@ def navigation(docs: Path) -> list[Any]:
     pages = scan(docs)
     problems = placement_problems(outline, pages)
     if problems:
-        raise PageError("\n".join(problems))
+        raise PageError("\n".join(f"{page}: {problem}" for page, problem in problems))
     course: list[Any] = ["index.md"] if (docs / "index.md").is_file() else []
     for part in outline.parts:
         entries = [{lesson.label: lesson.src} for lesson in part.lessons if lesson.written]

@@ -216,19 +216,16 @@ def read_outline_file(path: Path) -> OutlineFile:
 
 def _problems(exc: ValidationError) -> str:
     """Every problem of the file, each with its key and, for an unknown key, the close match."""
-    known = {
-        "parts": list(OutlineFile.model_fields),
-        "lessons": list(LessonEntry.model_fields),
-    }
     lines = []
     for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"]) or "(top)"
+        loc = error["loc"]
+        where = ".".join(str(p) for p in loc) or "(top)"
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
-            key = str(error["loc"][-1])
-            names = known["lessons"] if "lessons" in where else list(PartEntry.model_fields)
-            names = names if "parts" in where else known["parts"]
-            close = difflib.get_close_matches(key, names, n=1)
+            model: type[BaseModel] = OutlineFile
+            if len(loc) > 1:
+                model = LessonEntry if "lessons" in loc[:-1] else PartEntry
+            close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
             message = f"unknown key{f' (did you mean {close[0]!r}?)' if close else ''}"
         lines.append(f"  - {where}: {message}")
     noun = "problem" if len(lines) == 1 else "problems"

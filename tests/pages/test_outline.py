@@ -108,11 +108,15 @@ def test_a_lesson_page_the_outline_does_not_list_fails(tmp_path: Path) -> None:
     docs = docs_with(tmp_path, OUTLINE, pages)
     with pytest.raises(PageError) as caught:
         navigation(docs)
+    (docs.parent / "mkdocs.yml").write_text("site_name: x\n")
+    _, problems = check_site(docs.parent)  # `course check` finds the same
+    found = {f"{p.page}: {p.message}" for p in problems if p.call == "(docs/course.yml)"}
+    assert found == set(str(caught.value).splitlines())
     assert str(caught.value).splitlines() == [
-        "docs/old/kv.md names lesson 'kv-cache', but docs/course.yml lists lesson 'kv-cache' with "
+        "docs/old/kv.md: names lesson 'kv-cache', but docs/course.yml lists lesson 'kv-cache' with "
         "the page docs/part-2/kv-cache.md: list it there, or give the page a `section:` to place "
         "it on the authors' side",
-        "docs/part-2/gpu-memory.md names lesson 'gpu-memory', but docs/course.yml does not list "
+        "docs/part-2/gpu-memory.md: names lesson 'gpu-memory', but docs/course.yml does not list "
         "lesson 'gpu-memory': list it there, or give the page a `section:` to place it on the "
         "authors' side",
         "docs/course.yml: authors: page docs/writing-a-lesson.md does not exist",

@@ -90,6 +90,12 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (root / "docs/part-3").mkdir()
     (root / "docs/part-3/empty.md").write_text(UNRECORDED, encoding="utf-8")
+    list_part_three(root)
+    return root
+
+
+def list_part_three(root: Path) -> None:
+    """Part 3 in the outline, with the lesson of docs/part-3/empty.md, which has no record."""
     outline = root / "docs/course.yml"
     later = (
         "  - {number: 3, title: Later, lessons: "
@@ -99,7 +105,6 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> Path:
         outline.read_text(encoding="utf-8").replace("authors:", later + "authors:"),
         encoding="utf-8",
     )
-    return root
 
 
 def _lines(message: str) -> list[str]:
@@ -186,6 +191,7 @@ def test_a_missing_record_is_reported_once_per_page(tmp_path: Path) -> None:
         ),
         encoding="utf-8",
     )
+    list_part_three(root)
     from course.site import check_site
 
     _, problems = check_site(root)
