@@ -1,4 +1,4 @@
-"""`course run | build | diff | check | serve`: parse the arguments, call a stage, report errors."""
+"""`course run | build | diff | check | serve | new | schema`: parse the arguments, call a stage, report errors."""
 
 from __future__ import annotations
 
@@ -318,6 +318,26 @@ def serve(root: Path, dev_addr: str) -> None:
     from .site import serve_site
 
     serve_site(root, dev_addr)
+
+
+@cli.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write it to this file (such as lab/lab.schema.json) instead of printing it.",
+)
+def schema(output: Path | None) -> None:
+    """Print lab.yml's JSON Schema, for editors (yaml-language-server) and other tools."""
+    import json
+
+    from .lab.schema import json_schema
+
+    text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
 
 
 def main() -> None:
