@@ -1,4 +1,5 @@
-"""`course run | build | diff | check | serve | new | schema`: parse the arguments, call a stage, report errors."""
+"""`course run | build | diff | check | serve | new | schema`: parse the arguments, call a stage,
+report errors."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ A `PageContext` is state only; the macros that read it are in `macros.py`, and t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ class PageContext:
     """The page's URL relative to the site root (to link assets)."""
     site_dir: Path | None = None
     """Where the site is written; None when only checking (figures are then not drawn)."""
+    figure_cache: Path | None = None
+    """Where drawn figures are kept between builds (`<cache>/figures`); None: draw every time."""
     given_run: Run | None = None
     """The run to show instead of the chosen one (`course diff` evaluates a page on two runs)."""
     problems: list[Problem] = field(default_factory=list)
@@ -137,13 +140,74 @@ class PageContext:
 
 
 class FigureData:
-    """What a figure's draw(fig, data) may read: values by name, in a unit of its choosing."""
+    """What a figure's `draw(fig, data)` may read, each read noted (docs/writing-a-lesson.md):
+
+        data.value("step.name", unit="MiB")          a recorded value, or an expression, as a float
+        data.kept("step", "results/x.json")          the path of a file the step kept, in the record
+        data.kept_json("step", "results/x.json")     that file, parsed as JSON
+        data.run                                     the whole Run (its record and folder)
+
+    `reads` is what the drawing depends on: the figure cache's key (`figures.py`) and the
+    figures `course diff` says will change.
+    """
 
     def __init__(self, context: PageContext) -> None:
         self._context = context
-        self.run = context.run
+        self.reads: dict[tuple[str, ...], str] = {}
+        """(kind, what...) -> what was read: ('value', expr, unit) -> the number and its unit,
+        ('file', step, path) -> the kept file's sha256, ('run',) -> the run id."""
+
+    @property
+    def run(self) -> Run:
+        """The run itself; a figure that reads it is drawn again for every new run."""
+        self.reads[("run",)] = self._context.run.run_id
+        return self._context.run
 
     def value(self, reference: str, unit: str | None = None) -> float:
         """A recorded value (or an expression over values) as a float, optionally converted."""
         q = self._context.evaluate(reference)
-        return q.to(unit).value if unit else q.value
+        q = q.to(unit) if unit else q
+        self.reads[("value", reference, unit or "")] = f"{q.value!r} {q.unit}"
+        return q.value
+
+    def kept(self, step: str, path: str) -> Path:
+        """Where a file that `step` kept (its `files:` in lab.yml) lies in the page's run."""
+        run = self._context.run
+        kept = {f.path: f for f in run.record.step(step).files}
+        if path not in kept:
+            listed = ", ".join(sorted(kept)) or "none"
+            raise PageError(
+                f"step '{step}' of run {run.run_id} kept no file '{path}' (its kept files: "
+                f"{listed}; a step keeps the files listed under its `files:` in lab.yml)"
+            )
+        found = run.kept_file(step, path)
+        if not found.is_file():
+            raise PageError(f"run {run.run_id}: {found} is missing from the record")
+        self.reads[("file", step, path)] = kept[path].sha256
+        return found
+
+    def kept_json(self, step: str, path: str) -> Any:
+        """A file that `step` kept, parsed as JSON."""
+        found = self.kept(step, path)
+        try:
+            return json.loads(found.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            run_id = self._context.run.run_id
+            raise PageError(f"{step}/{path} of run {run_id} is not JSON: {exc}") from None
+
+    def unchanged(self, reads: dict[tuple[str, ...], str]) -> bool:
+        """Whether reading the same things from this page's run gives what `reads` holds."""
+        probe = FigureData(self._context)
+        try:
+            for key in reads:
+                if key[0] == "value":
+                    probe.value(key[1], key[2] or None)
+                elif key[0] == "file":
+                    probe.kept(key[1], key[2])
+                elif key[0] == "run":
+                    probe.run  # noqa: B018 - reading it notes it
+                else:
+                    return False
+        except CourseError:
+            return False
+        return probe.reads == reads

@@ -32,16 +32,12 @@ def lesson_header(page: PageContext, markdown: str) -> str:
         facts.fact_row(
             "Reading", f"{minutes_text(facts.reading_minutes(words) * 60)} ({words:,} words)"
         ),
-        facts.fact_row(
-            "Hands-on",
-            f"{minutes_text(hands_on)}: the recorded steps took "
-            f"{minutes_text(steps).removeprefix('about ')}, plus "
-            f"{minutes_text(install).removeprefix('about ')} of installs and "
-            f"{minutes_text(download).removeprefix('about ')} of downloads",
-        ),
+        facts.fact_row("Hands-on", html.escape(facts.hands_on_text(steps, install, download))),
         facts.fact_row(
             "Hardware and cost",
-            f"{html.escape(gpu or 'no GPU')}: {html.escape(cost)}{_price_sources(prices)}",
+            f"{html.escape(gpu)}: {html.escape(cost)}{_price_sources(prices)}"
+            if gpu
+            else html.escape(facts.machine_text(run, page.lab)),
         ),
         facts.fact_row(
             "Checked on",

@@ -25,13 +25,14 @@ from .checks import ShownCheck, ShownOption, check_html
 from .claims import check_claim, claim_html
 from .context import FigureData, PageContext
 from .faq import glossary_html
-from .format import format_number
+from .figures import figure as draw_or_reuse
+from .format import decimals_for, format_number
 from .widgets import (
     WidgetError,
-    draw_figure,
     figure_html,
     listing_markdown,
     load_drawer,
+    script_failure,
     select_lines,
     split_transcript,
     terminal_html,
@@ -125,7 +126,7 @@ def value(
         if times:
             suffix = "\u00a0×"
         if decimals is None:
-            places = 0 if abs(number - round(number)) < 1e-9 else 1
+            places = decimals_for(number)
         else:
             places = _int_option("decimals", decimals)
         shown = format_number(number, places, separators) + suffix
@@ -180,17 +181,21 @@ def figure(ctx: PageContext, name: str, alt: str | None = None, caption: str = "
         raise WidgetError(
             f'figure \'{name}\' needs alt text: figure("{name}", alt="what it shows", caption=...)'
         )
-    draw = load_drawer(ctx.root / "figures" / f"{name}.py", f"figures/{name}.py")
+    script, shown = ctx.root / "figures" / f"{name}.py", f"figures/{name}.py"
     source = f"{ctx.run.run_id}/figures/{name}"
-    if ctx.site_dir is None:
+    if ctx.site_dir is None:  # checking only: the script must load and define draw()
+        load_drawer(script, shown)
         return f'<figure class="course-figure" data-source="{html.escape(source)}"></figure>'
     target = f"assets/figures/{ctx.lesson}/{name}"
+    keep = ctx.figure_cache / ctx.lesson / name if ctx.figure_cache else None
     try:
-        drawn = draw_figure(draw, FigureData(ctx), ctx.site_dir, target)
-    except ANSWERABLE:
+        drawn, _ = draw_or_reuse(script, shown, FigureData(ctx), ctx.site_dir, target, keep)
+    except (WidgetError, ValidationError):
         raise
+    except CourseError as exc:  # a value or kept file the script asked for: say which script
+        raise WidgetError(f"{shown}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - the author's figure script may raise anything
-        raise WidgetError(f"figures/{name}.py failed: {type(exc).__name__}: {exc}") from None
+        raise WidgetError(script_failure(exc, script, shown)) from None
     base = ctx.to_root()
     shown_caption = inline(caption) if caption else ""
     return figure_html(

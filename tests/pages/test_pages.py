@@ -164,8 +164,8 @@ def test_header_facts_are_computed(built: BuildResult) -> None:
     assert "<h1>A tiny cache</h1>" in header
     # 1.2 s + 95.3 s of steps, 240 s of installs, 300 s of downloads: 636.5 s
     assert (
-        "about 11 min: the recorded steps took 2 min, plus 4 min of installs and 5 min of downloads"
-        in header
+        "about 11 min: the recorded steps took 1 min 36 s, plus 4 min of installs and 5 min of "
+        "downloads" in header
     )
     # 636.5 s at $3.50 and at $6.31 per hour
     assert "$3.50–$6.31 per hour, so the hands-on part costs $0.62–$1.12" in header
