@@ -7,6 +7,8 @@ A `PageContext` is state only; the macros that read it are in `macros.py`, and t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from ..record.quantity import ExprError, Expression, Quantity
 from ..record.store import Store
 from .choose import missing_run_message, page_run
 from .claims import ClaimResult
-from .faq import PageData, load_page_data
+from .faq import PageData, data_file, load_page_data
 from .lessons import LessonMeta
 
 
@@ -55,6 +57,9 @@ class PageContext:
     placed_checks: list[str] = field(default_factory=list)
     claim_results: list[ClaimResult] = field(default_factory=list)
     """Every claim checked on the page, in order (for `course diff`)."""
+    within: list[str] = field(default_factory=list)
+    """What the macros run now sit in, innermost last ("check 'grows' in docs/x.yml"): a problem
+    of a macro inside a data file's string names it."""
     reveals: dict[str, str] = field(default_factory=dict)
     """Check id -> the measured answer a predict check reveals, as HTML (for `course diff`)."""
     _run: Run | None = None
@@ -107,6 +112,22 @@ class PageContext:
             self._data = load_page_data(self.root / "docs", self.src, self.raw_meta)
         return self._data
 
+    @property
+    def data_label(self) -> str:
+        """Where the page's checks, FAQ and glossary are written, as messages name it."""
+        if data_file(self.root / "docs", self.src).is_file():
+            return f"docs/{Path(self.src).with_suffix('.yml').as_posix()}"
+        return f"the front matter of {self.page}"
+
+    @contextmanager
+    def inside(self, what: str) -> Iterator[None]:
+        """Run macros on behalf of `what` (a check, a question): their problems name it."""
+        self.within.append(what)
+        try:
+            yield
+        finally:
+            self.within.pop()
+
     def lookup(self, reference: str) -> Quantity:
         """`step.name` of the page's run as a Quantity."""
         step, dot, name = reference.partition(".")
@@ -115,10 +136,21 @@ class PageContext:
         try:
             recorded = self.run.value(step, name)
         except CourseError as exc:  # a missing run or value: the claim or macro says which
-            raise ExprError(str(exc)) from None
+            raise ExprError(f"{exc}{self._minus_hint(step, name)}") from None
         if recorded.type == "str" or isinstance(recorded.value, str):
             return Quantity(float("nan"), "none", (reference,), False, str(recorded.value))
         return Quantity(float(recorded.value), recorded.unit, (reference,), recorded.type == "int")
+
+    def _minus_hint(self, step: str, name: str) -> str:
+        """For `4096-size.layers`, read as step '4096-size': the subtraction it probably is."""
+        steps = {s.id for s in self.run.record.steps}
+        if step in steps or "-" not in step:
+            return ""
+        for cut in range(len(step)):
+            head, rest = step[:cut], step[cut + 1 :]
+            if step[cut] == "-" and rest in steps:
+                return f" (to subtract, put spaces around '-': '{head} - {rest}.{name}')"
+        return ""
 
     def evaluate(self, expression: str) -> Quantity:
         """An expression over recorded values that gives a value, not a condition."""

@@ -51,7 +51,10 @@ def report(problems: list[Problem]) -> str:
     lines = [f"{len(problems)} {noun} in {len(pages)} page{'s' if len(pages) != 1 else ''}:"]
     for page in pages:
         lines.append(f"{page}:")
-        lines += [f"  - {p.call}: {p.message}" for p in problems if p.page == page]
+        for p in problems:
+            if p.page == page:  # a message of several lines (a data file's list) sits under it
+                first, *rest = f"{p.call}: {p.message}".splitlines()
+                lines += [f"  - {first}", *(f"    {line}" for line in rest)]
     return "\n".join(lines)
 
 

@@ -215,10 +215,8 @@ class Expression:
         source = REFERENCE.sub(swap, text.strip())
         try:
             tree = ast.parse(source, mode="eval")
-        except SyntaxError:
-            raise ExprError(
-                f"cannot read the expression {text!r} (put spaces around '-')"
-            ) from None
+        except SyntaxError as exc:
+            raise ExprError(f"cannot read the expression {text!r}: {exc.msg}") from None
         for node in ast.walk(tree):
             if not isinstance(node, _ALLOWED):
                 raise ExprError(
