@@ -322,6 +322,26 @@ def serve(root: Path, dev_addr: str) -> None:
 
 
 @cli.command()
+@click.argument("lesson")
+@click.option("--part", type=int, help="The part it joins (default: the course's last part).")
+@click.option("--title", help="The lesson's title (default: made from LESSON).")
+@click.pass_obj
+@reports_errors
+def new(root: Path, lesson: str, part: int | None, title: str | None) -> None:
+    """Start lesson LESSON: a lab, a page using every macro, its data file and a figure."""
+    from .scaffold.new import new_lesson
+
+    made = new_lesson(root, lesson, part, title)
+    for path in made.files:
+        stdout.print(f"wrote {path.relative_to(root)}", highlight=False)
+    stdout.print(
+        f"Lesson {made.placement.number}, '{made.title}': {made.outline}.\n"
+        f"Next: course run {lesson} && course build (or course serve), then make it yours.",
+        highlight=False,
+    )
+
+
+@cli.command()
 @click.option(
     "-o",
     "--output",

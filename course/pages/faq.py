@@ -85,7 +85,9 @@ def load_page_data(docs: Path, src: str, front: dict[str, Any]) -> PageData:
 def data_problem(error: Any) -> str:
     """One problem of a page's data as a sentence naming the check, question or term it is in:
     "check 'grows', option #2: text: required but missing"."""
-    loc, where, keys_path, index = list(error["loc"]), [], [], 0
+    loc, index = list(error["loc"]), 0
+    where: list[str] = []
+    keys_path: list[str] = []
     named = {"checks": "check '{}'", "glossary": "glossary '{}'", "faq": "faq #{}"}
     while index < len(loc):
         key, following = loc[index], loc[index + 1] if index + 1 < len(loc) else None
