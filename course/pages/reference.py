@@ -185,15 +185,14 @@ def reference_markdown() -> str:
     for section in found:
         out += ["", f"## {section.title} {{#{section.anchor}}}", "", section.about, ""]
         out += [
-            "| key | type | default | what it does | example |",
-            "| --- | --- | --- | --- | --- |",
+            "| key | type | default | what it does |",
+            "| --- | --- | --- | --- |",
         ]
         for key, info in section.rows:
             kind = type_text(info.annotation, anchors) + limits(info)
-            out.append(
-                f"| `{key}` | {_cell(kind)} | {_cell(default_text(info))} | "
-                f"{_cell(info.description or '')} | {_cell(example_text(key, info))} |"
-            )
+            example = example_text(key, info)
+            what = (info.description or "") + (f"<br>Example: {example}" if example else "")
+            out.append(f"| `{key}` | {_cell(kind)} | {_cell(default_text(info))} | {_cell(what)} |")
     return "\n".join(out) + "\n"
 
 
