@@ -287,13 +287,15 @@ def diff(
 @reports_errors
 def check(root: Path) -> None:
     """Check every page's values and claims against the records, without building HTML."""
-    from .site import check_or_fail, pinned_behind
+    from .site import check_or_fail, check_warnings, pinned_behind
 
     count = check_or_fail(root)
     stderr.print(
         f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim "
         "holds"
     )
+    for warning in check_warnings(root):
+        stderr.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     for page, pinned, newest in pinned_behind(root):
         stderr.print(
             f"[yellow]pinned behind:[/] {page} uses run {pinned}; its lesson's newest good run is "

@@ -117,6 +117,9 @@ class _StepBase(_Strict):
     )
     """Named values the step's output or files hold: lowercase names with '_', each a capture
     (below)."""
+    uses: list[str] = Field(default=[], examples=[["llama-cpp"]])
+    """Builds (`builds:` at the top level) whose programs the step runs: a new release of one
+    re-runs the step."""
 
     @field_validator("files", "inputs")
     @classmethod
@@ -197,6 +200,22 @@ class Resources(_Strict):
     """Disk size in GB (weights and caches); none: the cloud's default."""
 
 
+class Build(_Strict):
+    """A native engine built from its released source on the run's host (e.g. llama.cpp), once
+    per version and GPU kind, kept outside the record and reused by every later run there."""
+
+    package: str = Field(examples=["llama-cpp-python"])
+    """The package on the registry whose source distribution carries the source (llama.cpp
+    travels inside `llama-cpp-python`); `scripts/fetch-source.sh` fetches and slims it."""
+    version: str = Field(examples=["0.3.16"])
+    """The release built by default; `course run --engine NAME==VERSION` picks another."""
+    command: str = Field(examples=["bash build_llama.sh"])
+    """The build, run in the lab folder with $SOURCE (the source archive), $PREFIX (where the
+    programs go: $PREFIX/bin) and $DEVICE (`cuda` or `cpu`) set."""
+    timeout: float = Field(default=1800.0, gt=0, examples=[3600])
+    """Seconds the build may take."""
+
+
 class Lab(_Strict):
     """A lesson's lab: its engine packages and its steps, in order."""
 
@@ -216,6 +235,20 @@ class Lab(_Strict):
     resources: Resources | None = Field(default=None, examples=[{"gpu": "H100", "disk_gb": 100}])
     """The machine the lab needs when it runs in the cloud (below); none: CPU only, the cloud's
     default disk."""
+    builds: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")], Build] = Field(
+        default={},
+        examples=[
+            {
+                "llama-cpp": {
+                    "package": "llama-cpp-python",
+                    "version": "0.3.16",
+                    "command": "bash build_llama.sh",
+                }
+            }
+        ],
+    )
+    """Native engines the lab builds from source on the run's host, by name (below); a step
+    names the ones it runs under `uses`."""
     include: list[str] = Field(default=[], examples=[["../kv-cache/decoder.py"]])
     """Files of another lesson's lab that this lab uses, as paths from this lab's folder (e.g.
     `../kv-cache/decoder.py`): each run copies them into the scratch folder by file name, step
@@ -234,6 +267,12 @@ class Lab(_Strict):
             seen.add(step.id)
             if isinstance(step, StartStep):
                 started.add(step.id)
+            for name in step.uses:
+                if name not in self.builds:
+                    hint = suggest(name, set(self.builds))
+                    problems.append(
+                        f"step '{step.id}': uses: '{name}' is not one of the lab's builds{hint}"
+                    )
             if isinstance(step, StopStep) and step.stop not in started:
                 hint = suggest(step.stop, started)
                 problems.append(

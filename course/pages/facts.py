@@ -85,6 +85,16 @@ def reading_minutes(words: int) -> int:
     return max(1, math.ceil(words / WORDS_PER_MINUTE))
 
 
+TYPING_SECONDS_PER_STEP = 60.0
+"""What a learner spends on each step besides the machine's time: reading what it does, typing
+its command, reading its output (one minute a step, a rounded guess stated on the page)."""
+
+
+def typing_seconds(lab: LoadedLab | None) -> float:
+    """The reading-and-typing allowance of a lab: one minute for each of its steps."""
+    return TYPING_SECONDS_PER_STEP * len(lab.lab.steps) if lab is not None else 0.0
+
+
 def hands_on_seconds(run: Run, lab: LoadedLab | None) -> tuple[float, float, float]:
     """(steps, installs, downloads) in seconds: recorded step time plus the lab's declared
     set-up.
@@ -120,19 +130,23 @@ def machine_text(run: Run, lab: LoadedLab | None) -> str:
     return f"no GPU recorded (steps {', '.join(needing)} need one; their results were reused)"
 
 
-def hands_on_text(steps: float, install: float, download: float) -> str:
-    """'about 11 min: the recorded steps took 1 min 37 s, plus 4 min of installs and ...'; the
-    parts that take no time are left out."""
-    text = f"{minutes_text(steps + install + download)}: the recorded steps took {duration(steps)}"
+def hands_on_text(steps: float, install: float, download: float, typing: float = 0.0) -> str:
+    """'about 13 min: the recorded steps took 1 min 36 s, plus 4 min of installs, 5 min of
+    downloads and 2 min to read and type each step (a minute a step)'; parts that take no time
+    are left out."""
+    total = minutes_text(steps + install + download + typing)
+    text = f"{total}: the recorded steps took {duration(steps)}"
     extra = [
-        f"{minutes_text(seconds).removeprefix('about ')} of {what}"
-        for seconds, what in ((install, "installs"), (download, "downloads"))
+        f"{minutes_text(seconds).removeprefix('about ')} {what}"
+        for seconds, what in (
+            (install, "of installs"),
+            (download, "of downloads"),
+            (typing, "to read and type each step (a minute a step)"),
+        )
         if seconds > 0
     ]
     if extra:
-        text += ", plus " + " and ".join(extra)
-    else:
-        text += ", with nothing to install or download"
+        text += ", plus " + ", ".join(extra[:-1]) + (" and " if len(extra) > 1 else "") + extra[-1]
     return text
 
 

@@ -20,7 +20,8 @@ def lesson_header(page: PageContext, markdown: str) -> str:
     meta = page.meta
     run = page.run
     steps, install, download = facts.hands_on_seconds(run, page.lab)
-    hands_on = steps + install + download
+    typing = facts.typing_seconds(page.lab)
+    hands_on = steps + install + download + typing
     words = facts.prose_words(markdown)
     gpu = facts.gpu_name(run)
     cost, prices = facts.cost_text(facts.load_prices(page.root), gpu, hands_on)
@@ -32,7 +33,9 @@ def lesson_header(page: PageContext, markdown: str) -> str:
         facts.fact_row(
             "Reading", f"{minutes_text(facts.reading_minutes(words) * 60)} ({words:,} words)"
         ),
-        facts.fact_row("Hands-on", html.escape(facts.hands_on_text(steps, install, download))),
+        facts.fact_row(
+            "Hands-on", html.escape(facts.hands_on_text(steps, install, download, typing))
+        ),
         facts.fact_row(
             "Hardware and cost",
             f"{html.escape(gpu)}: {html.escape(cost)}{_price_sources(prices)}"

@@ -29,6 +29,7 @@ from ..record.files import now_iso
 from ..record.models import Failure, Record, Run, RunStatus, Setup, StepRecord
 from ..record.store import Store
 from ..record.writer import RunWriter
+from .builds import ensure, record_step, releases, split_engine_specs, step_env
 from .display import Display, summary_table
 from .engines import overlay
 from .host import gpu_slug
@@ -60,14 +61,16 @@ def run_lesson(
     if resumed is not None and on is None:
         on = resumed.record.options.get("on")  # the host the resumed run ran on
     extra_env: dict[str, str] = {}
-    if options.engine:
-        if on not in (None, "local"):
-            raise RunError("--engine works for runs on this machine only (not with --on)")
-        folder = overlay(root, loaded.lab.python, options.engine, options.wheels)
+    asked, pip_specs = split_engine_specs(loaded, options.engine)
+    if (options.engine or loaded.lab.builds) and on not in (None, "local"):
+        raise RunError("--engine and builds work for runs on this machine only (not with --on)")
+    if pip_specs:
+        folder = overlay(root, loaded.lab.python, pip_specs, options.wheels)
         before = os.environ.get("PYTHONPATH")
         extra_env["PYTHONPATH"] = str(folder) + (os.pathsep + before if before else "")
+    versions = releases(loaded, asked)
     with targets(on).connect() as host:
-        return _run_on(host, root, loaded, store, resumed, options, console, extra_env)
+        return _run_on(host, root, loaded, store, resumed, options, console, extra_env, versions)
 
 
 def _resumed_run(store: Store, lesson: str) -> Run:
@@ -94,6 +97,7 @@ def _run_on(
     options: Options,
     console: Console,
     extra_env: dict[str, str],
+    versions: dict[str, str],
 ) -> Run | Plan | None:
     lab, lesson = loaded.lab, loaded.lab.lesson
     step_envs = {k: v for s in lab.steps for k, v in getattr(s, "env", {}).items()}
@@ -107,8 +111,9 @@ def _run_on(
         history = [resumed] if resumed is not None else store.runs(lesson)
         facts = query.result()
     gpu_name = facts.host.gpu.name if facts.host.gpu else "none"
+    engine = {**facts.engine, **versions}
     plan = make_plan(
-        loaded, history, facts.engine, gpu_name,
+        loaded, history, engine, gpu_name,
         force=options.force, only=options.only, from_step=options.from_step,
     )  # fmt: skip
     if options.dry_run:
@@ -134,11 +139,12 @@ def _run_on(
     started = datetime.now(UTC)
     with store.lock(lesson):
         gpu = facts.host.gpu.model_dump() if facts.host.gpu else None
-        run_id = store.new_run_id(lesson, started, gpu_slug(gpu))
+        slug = gpu_slug(gpu)
+        run_id = store.new_run_id(lesson, started, slug)
         record = Record(
             lesson=lesson, title=lab.title, run_id=run_id, status="running", started=now_iso(),
             lab_file=f"lab/{lesson}/lab.yml",
-            host=facts.host.model_copy(update={"setup": setup}), engine=facts.engine,
+            host=facts.host.model_copy(update={"setup": setup}), engine=engine,
             options={"force": options.force, "only": options.only, "from": options.from_step,
                      "on": host.label, "resume": resumed.run_id if resumed else None,
                      "engine": list(options.engine)},
@@ -152,6 +158,7 @@ def _run_on(
             failure: Failure | None = None
             try:
                 with _signals_as_interrupt():
+                    _build(ctx, root, versions, slug, options.wheels)
                     _execute(ctx, plan)
                     end_services(ctx)
             except StepFailed as exc:
@@ -265,6 +272,25 @@ def _base_record(sp: StepPlan, redact: Redactor, status: str) -> StepRecord:
             "hash_parts": sp.parts,
         }  # fmt: skip
     )
+
+
+def _build(
+    ctx: Context, root: Path, versions: dict[str, str], gpu: str, wheels: Path | None
+) -> None:
+    """Make (or reuse) every build the lab names; record each; put its programs on the PATH."""
+    built = []
+    for name, version in versions.items():
+        made = ensure(root, ctx.loaded, name, version, gpu, ctx.host, ctx.ws, ctx.base_env,
+                      ctx.display, wheels)  # fmt: skip
+        build = ctx.loaded.lab.builds[name]
+        ctx.writer.record.steps.append(record_step(made, build, ctx.writer, ctx.redact))
+        ctx.writer.save()
+        built.append(made)
+    extra = step_env(built)
+    if extra:
+        paths = extra.pop("COURSE_BUILD_PATH")
+        ctx.base_env["PATH"] = paths + os.pathsep + ctx.base_env.get("PATH", os.defpath)
+        ctx.base_env.update(extra)
 
 
 def _execute(ctx: Context, plan: Plan) -> None:

@@ -63,7 +63,7 @@ steps:
     assert len(found) == 5, found
     assert (
         "line 6: step 'one': timout: unknown key 'timout' (did you mean 'timeout'?); a run step "
-        "takes: id, title, needs, env, inputs, files, capture, run, timeout"
+        "takes: id, title, needs, env, inputs, files, capture, uses, run, timeout"
     ) in found
     assert any("step 'two': capture.n" in p and "needs a group" in p for p in found)
     assert any("step 'two': capture.m.unit" in p and "'parsecs' is not one of" in p for p in found)
@@ -91,7 +91,7 @@ steps:
     found = problems(path)
     assert (
         "line 3: stesp: unknown key 'stesp' (did you mean 'steps'?); the top level takes: lesson, "
-        "title, engine, python, setup, resources, include, steps"
+        "title, engine, python, setup, resources, builds, include, steps"
     ) in found
     assert any("step 'one':" in p and "exactly one of 'run', 'start' or 'stop'" in p for p in found)
     assert any("step 'two': capture.v: give exactly one of 'regex' or 'json'" in p for p in found)
@@ -184,8 +184,8 @@ steps:
         "line 11: step 'serve-2': ready.deadline: unknown key 'deadline' ('deadline' is a key of a "
         "start step, one level up); ready takes: url, log",
         "line 12: step 'serve-2': timeout: unknown key 'timeout' ('timeout' is a key of a run "
-        "step); a start step takes: id, title, needs, env, inputs, files, capture, start, ready, "
-        "deadline",
+        "step); a start step takes: id, title, needs, env, inputs, files, capture, uses, start, "
+        "ready, deadline",
         "line 16: step 'one': capture.n.units: unknown key 'units' (did you mean 'unit'?); "
         "capture 'n' takes: regex, json, key, type, unit",
         "line 17: step 'two': a step needs exactly one of 'run', 'start' or 'stop' (found 'rnu': "

@@ -111,3 +111,56 @@ def test_axe_finds_nothing_serious_on_the_kv_cache_page(
         if v["impact"] in ("serious", "critical")
     ]
     assert serious == [], "\n".join(serious)
+
+
+INSTALL = re.compile(r"^\s*(?:\$\s*)?pip install (.+)$", re.MULTILINE)
+
+
+def install_lines(text: str) -> list[list[str]]:
+    """Every `pip install …` line of a text, as its arguments (quotes removed)."""
+    import shlex
+
+    return [shlex.split(m.group(1).split("#")[0]) for m in INSTALL.finditer(text)]
+
+
+def test_every_install_line_names_real_extras_and_the_recorded_versions(
+    site: tuple[Path, str],
+) -> None:
+    import html as html_module
+    import tomllib
+    import zipfile
+
+    site_dir, _ = site
+    run = Store(REPO / "build").newest_good("kv-cache")
+    assert run is not None
+    recorded = {f"{n}=={v}" for n, v in run.record.engine.items() if v}
+    pyproject = tomllib.loads((REPO / "lab/kv-cache/pyproject.toml").read_text(encoding="utf-8"))
+    extras = set(pyproject["project"]["optional-dependencies"])
+    page = html_module.unescape(
+        re.sub(r"<[^>]+>", "", (site_dir / PAGE / "index.html").read_text(encoding="utf-8"))
+    )
+    with zipfile.ZipFile(site_dir / "downloads" / "kv-cache.zip") as archive:
+        start = archive.read("kv-cache/START-HERE.md").decode("utf-8")
+    readme = (REPO / "lab/kv-cache/README.md").read_text(encoding="utf-8")
+    sources = {"page": page, "START-HERE.md": start, "lab README": readme}
+    seen = 0
+    for where, text in sources.items():
+        for args in install_lines(text):
+            seen += 1
+            for arg in args:
+                named = re.fullmatch(r"\.\[([\w,-]+)\]", arg)
+                if named:
+                    missing = set(named.group(1).split(",")) - extras
+                    assert not missing, f"{where}: pip install {arg}: no extra {missing}"
+                elif "==" in arg:
+                    assert arg in recorded, f"{where}: {arg} is not the recorded {recorded}"
+    # the page and START-HERE install the lab and pin every recorded engine in one command
+    for where in ("page", "START-HERE.md"):
+        lines = install_lines(sources[where])
+        assert any(".[all]" in a and recorded <= set(a) for a in lines), where
+    assert seen >= 3
+    # START-HERE.md quotes each GPU step's peak GPU memory from the same record
+    for step in ("gpu-check", "prefix-reuse", "decode-speed"):
+        peak = run.record.step(step).values["peak_gpu_memory_reserved"].value
+        section = start.split(f": {step}")[1].split("## Step")[0]
+        assert f"its peak GPU memory was {float(peak) / 2**30:.1f} GiB" in section, step

@@ -151,8 +151,8 @@ def test_long_lines_wrap_inside_the_page(pdf_file: Path, text: str) -> None:
 
 def test_links_stay_clickable_and_outside_addresses_show(pdf_file: Path, text: str) -> None:
     xml = poppler("pdftohtml", "-xml", "-i", "-stdout", "-q", str(pdf_file))
-    assert '<a href="https://nebius.com/prices">' in xml
-    assert "Nebius (https://nebius.com/prices)" in flat(text)
+    assert '<a href="https://www.runpod.io/pricing">' in xml
+    assert "RunPod (https://www.runpod.io/pricing)" in flat(text)
     # "Answer at the end" links to the answers, with the page they are on
     pages = poppler("pdftotext", "-layout", str(pdf_file), "-").split("\f")
     on = next(i for i, p in enumerate(pages, start=1) if "Answers to the checks" in p)
