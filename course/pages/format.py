@@ -2,9 +2,10 @@
 START-HERE.md.
 
 The rule (docs/writing-a-lesson.md, "How numbers are shown"): a number an author formats names
-its decimals (`value(..., decimals=2)`); any other number, on a page or anywhere else, shows no
-decimals when it is whole and four significant digits when it is not (114,688 B; 448 MiB;
-0.3459 ms; 201.7 tok/s; 1.549), with thousands separators, never in exponent notation. A change
+its decimals (`value(..., decimals=2)`); any other number, on a page or anywhere else, shows four
+significant digits, and no decimals when it is whole at that precision (114,688 B; 448 MiB;
+0.3459 ms; 201.7 tok/s; 1.549; 44 ms for 44.001 ms), with thousands separators, never in exponent
+notation. A change
 between two runs is a signed percentage with one decimal (+12.5 %). Durations read like a clock a
 person uses (0.84 s, 12.3 s, 2 min 05 s); times a reader plans with are rounded to the minute
 ("under a minute", "about 14 min").
