@@ -56,7 +56,7 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
             ),
             "",
         ]
-    if lab_spec(lab.folder) or pins(run):
+    if lab_spec(lab.folder) or pins(run, lab):
         lines += [
             (
                 "For the steps that use them, install the lab's requirements with the engine "
@@ -94,7 +94,7 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
 def _step_section(
     step: AnyStep, index: int, count: int, run: Run, machine: str, numbers: dict[str, int]
 ) -> list[str]:
-    recorded = run.record.step(step.id)
+    recorded = next((r for r in run.record.steps if r.id == step.id), None)
     title = step.title or f"step '{step.id}'"
     mark = " (needs a GPU)" if step.needs == "gpu" else ""
     lines = [f"## Step {index} of {count}: {step.id}{mark}", ""]
@@ -128,6 +128,9 @@ def _step_section(
             "",
         ]
     lines += ["Type:", "", *_fenced(step_command(step), "bash"), ""]
+    if recorded is None:
+        lines += ["Our recorded run predates this step: there is no output of ours to compare.", ""]
+        return lines
     took = duration(recorded.seconds or 0.0)
     verb = "was ready after" if isinstance(step, StartStep) else "took"
     memory = peak_memory(recorded.values)

@@ -34,15 +34,18 @@ def lab_spec(folder: Path) -> str | None:
     return "." if project.get("dependencies") or extras else None
 
 
-def pins(run: Run) -> list[str]:
-    """The engine packages at the versions the run recorded: `transformers==5.17.0`, ..."""
-    return [f"{name}=={version}" for name, version in sorted(run.record.engine.items()) if version]
+def pins(run: Run, lab: LoadedLab) -> list[str]:
+    """The lab's Python engine packages at the versions the run recorded (`transformers==5.17.0`);
+    native builds such as llama.cpp are not pip packages and are left out."""
+    engine = run.record.engine
+    names = [n for n in lab.lab.engine if n not in lab.lab.builds]
+    return [f"{n}=={engine[n]}" for n in sorted(names) if engine.get(n)]
 
 
 def install_commands(lab: LoadedLab, run: Run) -> list[str]:
     """A virtual environment and the one install command, as shell lines typed in `lab/`."""
     lines = ["python3 -m venv .venv && . .venv/bin/activate"]
-    wanted = [w for w in [lab_spec(lab.folder), *pins(run)] if w]
+    wanted = [w for w in [lab_spec(lab.folder), *pins(run, lab)] if w]
     if wanted:
         lines.append("pip install " + " ".join(shlex.quote(w) for w in wanted))
     return lines
@@ -67,6 +70,6 @@ def get_files(ctx: PageContext) -> str:
     lines = "\n".join(get_files_commands(ctx.lab, ctx.run, name))
     return (
         f'Download <a href="{link}" download>the lab ({html.escape(name)})</a>, then in a '
-        f"terminal, with Python {PYTHON} or newer:\n\n```bash\n{lines}\n```\n\n"
+        f"terminal, with Python {PYTHON} or newer:\n\n```text\n{lines}\n```\n\n"
         "The same lines open START-HERE.md inside the zip, which walks through every step."
     )

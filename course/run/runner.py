@@ -158,7 +158,9 @@ def _run_on(
             failure: Failure | None = None
             try:
                 with _signals_as_interrupt():
-                    _build(ctx, root, versions, slug, options.wheels)
+                    used = {name for sp in plan.to_run for name in sp.step.uses}
+                    wanted = {n: v for n, v in versions.items() if n in used}
+                    _build(ctx, root, wanted, slug, options.wheels)
                     _execute(ctx, plan)
                     end_services(ctx)
             except StepFailed as exc:

@@ -80,7 +80,8 @@ def counts(cfg: dict[str, Any]) -> dict[str, int]:
 
 def prefill_flops(cfg: dict[str, Any], n: int) -> int:
     """Every layer's matrices for every token, the LM head once, attention over n (n + 1) / 2
-    pairs."""
+    pairs.
+    """
     c = counts(cfg)
     return (
         2 * cfg["num_hidden_layers"] * c["layer"] * n + 2 * c["head"] + c["pair"] * n * (n + 1) // 2

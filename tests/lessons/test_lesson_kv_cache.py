@@ -164,3 +164,39 @@ def test_every_install_line_names_real_extras_and_the_recorded_versions(
         peak = run.record.step(step).values["peak_gpu_memory_reserved"].value
         section = start.split(f": {step}")[1].split("## Step")[0]
         assert f"its peak GPU memory was {float(peak) / 2**30:.1f} GiB" in section, step
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_nothing_overflows_the_page_and_terminals_fit_at_1280(
+    site: tuple[Path, str], width: int
+) -> None:
+    from playwright import sync_api
+
+    _, base = site
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto(base + PAGE)
+        widths = page.evaluate(
+            """() => {
+              const W = document.documentElement.clientWidth;
+              const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+              const outside = [];
+              for (const el of document.querySelectorAll('article *')) {
+                let box = el.parentElement, inScroller = false;
+                while (box && box !== document.body) {
+                  if (scrolls(box)) { inScroller = true; break; }
+                  box = box.parentElement;
+                }
+                if (!inScroller && el.getBoundingClientRect().right > W + 1)
+                outside.push(el.tagName);
+              }
+              const pres = [...document.querySelectorAll('.course-terminal pre')];
+              return {page: document.documentElement.scrollWidth, W, outside,
+                      cut: pres.filter(p => p.scrollWidth > p.clientWidth + 1).length};
+            }"""
+        )
+        browser.close()
+    assert widths["page"] <= widths["W"] and widths["outside"] == []
+    if width == 1280:  # a lab's lines (100 columns) fit a terminal block whole on a laptop
+        assert widths["cut"] == 0

@@ -36,7 +36,8 @@ def article(built: BuildResult, url: str) -> str:
 
 
 VALUE = re.compile(
-    r'<span class="course-value" data-source="([^"]*)"(?: data-expr="([^"]*)")?>(.*?)</span>'
+    r'<span class="course-value" data-source="([^"]*)"(?: data-expr="([^"]*)")?(?: '
+    r'title="[^"]*")?>(.*?)</span>'
 )
 
 
