@@ -12,7 +12,6 @@ import json
 import re
 import time
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from support import OLDER, REPO, RUN, make_project
@@ -267,13 +266,9 @@ def test_check_runs_without_html_in_seconds(built: BuildResult) -> None:
     assert time.perf_counter() - started < 5
 
 
-def test_the_repository_site_builds_from_its_committed_records(tmp_path: Path) -> None:
-    """What `course build` does on a fresh clone: home, Writing a lesson, and every lesson page."""
-    result = build_site(REPO, tmp_path / "site", tmp_path / "cache")
-    assert (result.site_dir / "index.html").is_file()
-    assert (result.site_dir / "writing-a-lesson/index.html").is_file()
-    for lesson_page in result.pages:
-        assert lesson_page.html.is_file(), lesson_page
+# The repository's own site, built from its committed records on a fresh clone (home, the
+# authors' pages and every lesson page), is tested with a new lesson added to it:
+# tests/scaffold/test_new.py, `course new demo && course run demo && course build`.
 
 
 def test_writing_a_lesson_shows_every_macro_with_an_example() -> None:

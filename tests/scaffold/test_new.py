@@ -14,6 +14,7 @@ from support import COURSE, REPO
 
 from course.errors import LabError
 from course.lab.load import load_lab
+from course.pages.lessons import lesson_pages
 from course.scaffold.new import TEMPLATES, new_lesson, placement
 
 
@@ -69,6 +70,15 @@ def test_course_new_then_run_then_build_works_at_once(tmp_path: Path) -> None:
 
     built = course(root, "build")
     assert built.returncode == 0, built.stderr + built.stdout
+    # the repository's own site too, from its committed records: home, authors' pages, lessons
+    site = root / "site"
+    for page in ("index.html", "writing-a-lesson/index.html", "authors/lab-yml/index.html"):
+        assert (site / page).is_file(), page
+    lessons = lesson_pages(root / "docs")
+    assert len(lessons) >= 2
+    for entry in lessons:
+        assert (site / entry.url / "index.html").is_file(), entry.src
+        assert (site / "downloads" / f"{entry.meta.lesson}.pdf").is_file(), entry.src
     page = (root / "site" / f"part-{place.part}/demo/index.html").read_text(encoding="utf-8")
     assert f'data-source="{run_dir.name}/requests.p50"' in page
     assert "any machine: no step of the lab needs a GPU" in page
