@@ -249,6 +249,9 @@ class Lab(_Strict):
     )
     """Native engines the lab builds from source on the run's host, by name (below); a step
     names the ones it runs under `uses`."""
+    cpu_args: str | None = Field(default=None, examples=["--device cpu --tiny"])
+    """Arguments that let a GPU step's Python script run on a CPU in seconds with shrunk models
+    (e.g. `--device cpu --tiny`); START-HERE.md shows each GPU step with them, to try it first."""
     include: list[str] = Field(default=[], examples=[["../kv-cache/decoder.py"]])
     """Files of another lesson's lab that this lab uses, as paths from this lab's folder (e.g.
     `../kv-cache/decoder.py`): each run copies them into the scratch folder by file name, step

@@ -132,6 +132,7 @@ def package_page(
         site_url=site.url,
         language=site.language,
         keywords=(site.name, lab.lab.title),
+        lab_zip=f"{DOWNLOADS}/{lesson}.zip",
     )
     page_html = pdf.read_page(site_dir, page.url)
     key = page_html.key(cover, meta)

@@ -77,7 +77,7 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
         lines += [f"On our machine, {' and '.join(spent)}.", ""]
     numbers = {step.id: i for i, step in enumerate(steps, start=1)}
     for index, step in enumerate(steps, start=1):
-        lines += _step_section(step, index, len(steps), run, machine, numbers)
+        lines += _step_section(step, index, len(steps), run, machine, numbers, lab.lab.cpu_args)
     total = sum(s.seconds or 0.0 for s in record.steps)
     lines += [
         "## When you are done",
@@ -91,8 +91,26 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
     return "\n".join(lines)
 
 
+def cpu_command(step: AnyStep, cpu_args: str | None) -> str | None:
+    """A GPU step's command with the lab's CPU arguments, when it is one Python script."""
+    command = step_command(step)
+    if not cpu_args or step.needs != "gpu" or not command.startswith("python3 "):
+        return None
+    if step.uses:  # it needs a native engine built first (see the build step's commands)
+        return None
+    if any(mark in command for mark in ("&&", "|", ";", ">")):
+        return None
+    return f"{command} {cpu_args}"
+
+
 def _step_section(
-    step: AnyStep, index: int, count: int, run: Run, machine: str, numbers: dict[str, int]
+    step: AnyStep,
+    index: int,
+    count: int,
+    run: Run,
+    machine: str,
+    numbers: dict[str, int],
+    cpu_args: str | None = None,
 ) -> list[str]:
     recorded = next((r for r in run.record.steps if r.id == step.id), None)
     title = step.title or f"step '{step.id}'"
@@ -128,6 +146,15 @@ def _step_section(
             "",
         ]
     lines += ["Type:", "", *_fenced(step_command(step), "bash"), ""]
+    tiny = cpu_command(step, cpu_args)
+    if tiny:
+        lines += [
+            "No GPU at hand? The same script runs on a CPU in seconds with shrunk models (its "
+            "numbers are not the page's, but every line of the output is there):",
+            "",
+            *_fenced(tiny, "bash"),
+            "",
+        ]
     if recorded is None:
         lines += ["Our recorded run predates this step: there is no output of ours to compare.", ""]
         return lines

@@ -200,3 +200,38 @@ def test_nothing_overflows_the_page_and_terminals_fit_at_1280(
     assert widths["page"] <= widths["W"] and widths["outside"] == []
     if width == 1280:  # a lab's lines (100 columns) fit a terminal block whole on a laptop
         assert widths["cut"] == 0
+
+
+def test_a_learner_without_a_gpu_follows_start_here_to_the_end(
+    site: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Every command START-HERE.md gives for a step, run in the unzipped lab on this CPU machine:
+    the plain command of a CPU step, the shrunk `--device cpu --tiny` one of a GPU step."""
+    import sys
+    import zipfile
+
+    site_dir, _ = site
+    with zipfile.ZipFile(site_dir / "downloads" / "kv-cache.zip") as archive:
+        archive.extractall(tmp_path)
+        start = archive.read("kv-cache/START-HERE.md").decode("utf-8")
+    lab = tmp_path / "kv-cache" / "lab"
+    sections = start.split("## Step ")[1:]
+    commands = []
+    for section in sections:
+        blocks = re.findall(r"```bash\n(.*?)\n```", section, re.DOTALL)
+        if "llama" in section.split("\n", 1)[0]:
+            break  # llama.cpp's steps need its programs built first: llama_slow_test.sh runs them
+        if not blocks:
+            continue  # a step that stops a service: nothing to type
+        if "(needs a GPU)" not in section.split("\n", 1)[0]:
+            commands.append(blocks[0])  # a CPU step: the command itself
+        elif len(blocks) > 1:
+            commands.append(blocks[1])  # a GPU step: its shrunk CPU form
+    assert len(commands) >= 5 and any("--device cpu --tiny" in c for c in commands)
+    for command in commands:
+        argv = command.split()
+        assert argv[0] == "python3", command
+        done = subprocess.run(
+            [sys.executable, *argv[1:]], cwd=lab, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"

@@ -268,3 +268,10 @@ def test_a_page_without_the_lesson_header_gets_the_fallback_cover(tmp_path: Path
         'href="https://course.example.org/other/"'
         in prepare(page, Cover(title="F"), with_site).html
     )
+
+
+def test_the_cover_names_the_lab_zip_and_a_contents_page_lists_the_sections(text: str) -> None:
+    assert "The lab, to run it yourself: downloads/tiny-cache.zip" in flat(text)
+    contents = text.split("Contents", 1)[1].split("\f", 1)[0]
+    # each section heading with a dotted leader and the page it starts on
+    assert re.search(r"Questions people ask \.+ ?\d+", contents), contents
