@@ -42,7 +42,9 @@ class Capture(_Strict):
     json_file: str | None = Field(default=None, alias="json", examples=["results/latency.json"])
     """A JSON file the step writes, relative to the lab folder; the value is read at `key`."""
     key: str | None = Field(default=None, examples=["by_size.4096.p50_ms"])
-    """With `json`: the dot-separated key path of the value (list indices as numbers)."""
+    """With `json`: the dot-separated key path of the value; list indices and keys that are
+    numbers are written as they are (`by_size.4096.p50_ms`, `runs.0.ms`). A key holding a '.'
+    cannot be reached: write the file without one (`qwen3-0_6b`)."""
     type: Literal["int", "float", "str"] = Field(default="float", examples=["int"])
     """How the value is read: `int`, `float` or `str` (numbers may carry thousands separators,
     as in `114,688`)."""
