@@ -1,5 +1,5 @@
-"""`course run | build | diff | check | serve | publish`: parse the arguments, call a stage, report
-errors."""
+"""`course run | build | diff | check | serve | publish | new | schema`: parse the arguments,
+call a stage, report errors."""
 
 from __future__ import annotations
 
@@ -324,53 +324,63 @@ def serve(root: Path, dev_addr: str) -> None:
 
 
 @cli.command()
-@click.option(
-    "--site-url",
-    metavar="URL",
-    help="The address the site is served at (default: site_url of mkdocs.yml, COURSE_SITE_URL).",
-)
-@click.option(
-    "--to",
-    "to",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Publish into this folder (replaced as a whole), for rsync or object storage.",
-)
-@click.option(
-    "--branch", metavar="NAME", help="Publish as this git branch (e.g. gh-pages), pushed."
-)
-@click.option(
-    "--remote",
-    default="origin",
-    show_default=True,
-    help="With --branch: the git remote to push to.",
-)
+@click.option("--site-url", metavar="URL", help="Its address (default: mkdocs.yml's site_url).")
+@click.option("--to", type=click.Path(file_okay=False, path_type=Path), help="Into this folder.")
+@click.option("--branch", metavar="NAME", help="As this git branch (e.g. gh-pages), pushed.")
+@click.option("--remote", default="origin", show_default=True, help="With --branch: where to.")
 @click.option("-m", "--message", help="With --branch: the commit message.")
 @click.pass_obj
 @reports_errors
-def publish(
-    root: Path,
-    site_url: str | None,
-    to: Path | None,
-    branch: str | None,
-    remote: str,
-    message: str | None,
-) -> None:
+def publish(root: Path, site_url: str | None, to: Path | None, branch: str | None, remote: str,
+            message: str | None) -> None:  # fmt: skip
     """Build the site for its real address, check every internal link, and deploy it."""
     from .publish import publish as publish_site
+    from .publish import summary
 
     done = publish_site(root, site_url, to, branch, remote, message)
-    links = done.links
-    stderr.print(
-        f"built for {done.site_url} in {done.build.seconds:.1f} s; {links.pages} pages, "
-        f"{links.internal:,} internal links and anchors checked, none broken",
-        highlight=False,
-        soft_wrap=True,
-    )
-    if links.external:
-        stderr.print(f"{len(links.external)} external links, listed, not fetched:", highlight=False)
-        for url, count in links.external.items():
-            stderr.print(f"  {url}" + (f" ({count}×)" if count > 1 else ""), highlight=False)
+    for line in summary(done):
+        stderr.print(line, highlight=False, soft_wrap=True)
     stdout.print(f"published: {done.where}", highlight=False)
+
+
+@cli.command()
+@click.argument("lesson")
+@click.option("--part", type=int, help="The part it joins (default: the course's last part).")
+@click.option("--title", help="The lesson's title (default: made from LESSON).")
+@click.pass_obj
+@reports_errors
+def new(root: Path, lesson: str, part: int | None, title: str | None) -> None:
+    """Start lesson LESSON: a lab, a page using every macro, its data file and a figure."""
+    from .scaffold.new import new_lesson
+
+    made = new_lesson(root, lesson, part, title)
+    for path in made.files:
+        stdout.print(f"wrote {path.relative_to(root)}", highlight=False)
+    stdout.print(
+        f"Lesson {made.placement.number}, '{made.title}': {made.outline}.\n"
+        f"Next: course run {lesson} && course build (or course serve), then make it yours.",
+        highlight=False,
+    )
+
+
+@cli.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write it to this file (such as lab/lab.schema.json) instead of printing it.",
+)
+def schema(output: Path | None) -> None:
+    """Print lab.yml's JSON Schema, for editors (yaml-language-server) and other tools."""
+    import json
+
+    from .lab.schema import json_schema
+
+    text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
 
 
 def main() -> None:

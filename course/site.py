@@ -18,11 +18,9 @@ from .package.lessons import package_lessons
 from .pages.checks import position_warning
 from .pages.choose import ChosenPage, lesson_page_runs
 from .pages.context import Problem
-from .pages.figure_cache import CACHE as PACKAGE_CACHE
-from .pages.figure_cache import EXTRA as CACHE_KEY
 from .pages.lessons import placement_problems, scan
 from .pages.outline import OUTLINE, load_outline
-from .pages.plugin import LENIENT, report
+from .pages.plugin import LENIENT, STATE, report
 from .pages.render import hint, render_page
 from .record.store import Store
 
@@ -72,11 +70,12 @@ def build_site(
 ) -> BuildResult:
     """Build the HTML site from docs/ and the committed records with mkdocs --strict.
 
-    The PDFs, zips, figures and social cards are kept between builds in `cache_dir` (default:
-    `.cache/package/`).
+    What is kept between builds goes under `cache_dir` (default: the project's `.cache/`): the
+    drawn figures in `figures/`, the social cards in `cards/`, the PDFs and zips in `package/`.
     `site_url` replaces mkdocs.yml's address (`course publish`); `jobs` is the number of
     processes printing PDFs (default: one per core).
     """
+    cache = cache_dir if cache_dir is not None else root / ".cache"
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
     from mkdocs.exceptions import MkDocsException
@@ -96,7 +95,8 @@ def build_site(
         config = load_config(
             config_file=str(config_file), site_dir=str(site_dir), strict=True, **overrides
         )
-        config["extra"][CACHE_KEY] = str((cache_dir or root / PACKAGE_CACHE).resolve())
+        STATE.figure_cache = cache / "figures"
+        STATE.cards_cache = cache / "cards"
         build(config)
     except MkDocsException as exc:  # Abort included: mkdocs logged the cause before aborting
         raise PageError(_failure(str(exc), collect.messages)) from None
@@ -106,8 +106,10 @@ def build_site(
         ) from None
     finally:
         logger.removeHandler(collect)
+        STATE.figure_cache = None
+        STATE.cards_cache = None
     chosen = lesson_page_runs(root)
-    package_lessons(root, site_dir, chosen, cache_dir, site_url, jobs)
+    package_lessons(root, site_dir, chosen, cache / "package", site_url, jobs)
     pages = [_built(page, site_dir) for page in chosen]  # site/downloads/lesson-<n>.pdf, .zip
     seconds = time.perf_counter() - started
     return BuildResult(site_dir, seconds, pages, collect.messages)

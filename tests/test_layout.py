@@ -19,8 +19,20 @@ ALLOWED = {
     "package": {"pages", "lab", "record"},
     "site": {"package", "pages", "lab", "record"},
     "diff": {"pages", "record"},
+    "scaffold": {"pages", "lab", "record"},
     "publish": {"site", "package", "pages", "lab", "record"},
-    "cli": {"site", "diff", "publish", "remote", "run", "package", "pages", "lab", "record"},
+    "cli": {
+        "site",
+        "diff",
+        "scaffold",
+        "publish",
+        "remote",
+        "run",
+        "package",
+        "pages",
+        "lab",
+        "record",
+    },
 }
 MAX_LINES = 400
 

@@ -56,8 +56,8 @@ class PartEntry(BaseModel):
 
     number: int | None = Field(default=None, ge=1)
     """The part's number ("Part 2"); default: its place in the list."""
-    title: str = Field(min_length=1)
-    """The part's title, e.g. 'The maths of one request'."""
+    title: str | None = Field(default=None, min_length=1)
+    """The part's title, e.g. 'The maths of one request'; without one the part is 'Part 3'."""
     folder: str | None = None
     """The folder of docs/ holding its pages; default `part-<number>`."""
     first: int = Field(default=1, ge=1)
@@ -105,7 +105,7 @@ class Lesson:
     number: str
     """e.g. '2.4'."""
     part_number: int
-    part_title: str
+    part_title: str | None
     src: str
     """Its page inside docs/ (which may not exist yet)."""
     written: bool
@@ -114,7 +114,7 @@ class Lesson:
     @property
     def part(self) -> str:
         """The part as the page header names it: 'Part 2 · The maths of one request'."""
-        return f"Part {self.part_number} · {self.part_title}"
+        return part_label(self.part_number, self.part_title)
 
     @property
     def url(self) -> str:
@@ -138,13 +138,18 @@ class Part:
     """A part with its lessons resolved."""
 
     number: int
-    title: str
+    title: str | None
     lessons: tuple[Lesson, ...]
 
     @property
     def label(self) -> str:
         """'Part 2 · The maths of one request'."""
-        return f"Part {self.number} · {self.title}"
+        return part_label(self.number, self.title)
+
+
+def part_label(number: int, title: str | None) -> str:
+    """'Part 2 · The maths of one request', or 'Part 3' for a part without a title yet."""
+    return f"Part {number} · {title}" if title else f"Part {number}"
 
 
 @dataclass(frozen=True)

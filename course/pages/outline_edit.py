@@ -25,8 +25,9 @@ def add_lesson(
 ) -> Lesson:
     """List a new lesson at the end of part `part` of docs/course.yml and return it, numbered.
 
-    The part is found by its number; a part not in the outline yet is added when `part_title`
-    is given. PageError when the id is taken or not a valid id, or the part is unknown.
+    The part is found by its number; a part not in the outline yet is added at the end, with
+    `part_title` when given (the file too, when there is none yet). PageError when the id is
+    taken or is not a lesson id.
     """
     if not re.match(LESSON_ID, lesson_id):
         raise PageError(
@@ -45,18 +46,13 @@ def add_lesson(
     known = [p.number for p in outline.parts]
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
     item = f"{{id: {lesson_id}, title: {_scalar(title)}}}"
+    if part < 1:
+        raise PageError(f"part {part}: parts are numbered from 1")
     if part in known:
         new = _append_lesson(text, known.index(part), item)
-    elif part_title:
-        part_item = (
-            f"number: {part}\n    title: {_scalar(part_title)}\n    lessons:\n      - {item}"
-        )
-        new = _append_part(text, part_item)
     else:
-        raise PageError(
-            f"docs/{OUTLINE} has no part {part} (parts: {', '.join(map(str, known)) or 'none'}); "
-            "give the part's title to add it"
-        )
+        named = f"\n    title: {_scalar(part_title)}" if part_title else ""
+        new = _append_part(text, f"number: {part}{named}\n    lessons:\n      - {item}")
     try:
         checked = OutlineFile.model_validate(yaml.safe_load(new) or {})
     except (yaml.YAMLError, ValueError) as exc:  # a bug here, not the author's: say so plainly

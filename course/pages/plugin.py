@@ -18,7 +18,6 @@ from mkdocs.exceptions import PluginError
 
 from .context import PageContext, Problem
 from .facts import prose_words
-from .figure_cache import cache_of
 from .lessons import navigation, page_meta
 from .macros import MACROS
 from .outline import load_outline
@@ -26,6 +25,7 @@ from .render import finish, structured_data
 
 log = logging.getLogger("mkdocs.course")
 LENIENT = "COURSE_LENIENT"
+FIGURE_CACHE = Path(".cache") / "figures"
 
 
 @dataclass
@@ -33,6 +33,10 @@ class BuildState:
     """The pages of one build and the problems they found."""
 
     pages: dict[str, PageContext] = field(default_factory=dict)
+    figure_cache: Path | None = None
+    """Where figures are kept between builds; None: `.cache/figures/` of the project."""
+    cards_cache: Path | None = None
+    """Where social cards are kept between builds; None: `.cache/cards/` of the project."""
 
     @property
     def problems(self) -> list[Problem]:
@@ -50,7 +54,10 @@ def report(problems: list[Problem]) -> str:
     lines = [f"{len(problems)} {noun} in {len(pages)} page{'s' if len(pages) != 1 else ''}:"]
     for page in pages:
         lines.append(f"{page}:")
-        lines += [f"  - {p.call}: {p.message}" for p in problems if p.page == page]
+        for p in problems:
+            if p.page == page:  # a message of several lines (a data file's list) sits under it
+                first, *rest = f"{p.call}: {p.message}".splitlines()
+                lines += [f"  - {first}", *(f"    {line}" for line in rest)]
     return "\n".join(lines)
 
 
@@ -69,7 +76,7 @@ def context_for(env: Any) -> PageContext:
             raw_meta=dict(page.meta or {}),
             url=page.url,
             site_dir=Path(config.site_dir),
-            cache=cache_of(config),
+            figure_cache=STATE.figure_cache or root / FIGURE_CACHE,
         )
         STATE.pages[src] = ctx
     return ctx

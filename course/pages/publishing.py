@@ -22,11 +22,12 @@ from ..record.store import Store
 from .cards import Card, card_name, write_card
 from .choose import page_run
 from .feed import FEED, atom, feed_entries
-from .figure_cache import cache_of
 from .landing import fill_reading_times
 from .lessons import learners_pages
 from .outline import AUTHORS, load_outline
 from .plugin import STATE
+
+CARDS_CACHE = Path(".cache") / "cards"
 
 
 def published_url(config: Any) -> str | None:
@@ -99,7 +100,8 @@ def on_page_context(context: Any, page: Any, config: Any, nav: Any) -> Any:
         return context
     card = card_for(page, config)
     name = card_name(page.url)
-    write_card(card, Path(config["site_dir"]) / name, cache_of(config) / ".cards")
+    cache = STATE.cards_cache or _root(config) / CARDS_CACHE
+    write_card(card, Path(config["site_dir"]) / name, cache)
     description = str(page.meta.get("description") or config.get("site_description") or "")
     page.meta["course_og"] = {
         "type": "article"

@@ -1,124 +1,202 @@
-"""The lab.yml reference, made from the schema itself (`course.lab.schema`): every key, its type,
-its default and the docstring written under it, so that the page cannot fall behind the code.
+"""The lab.yml reference, generated from the schema's models at build time so it cannot drift.
+
+    {{ lab_reference() }}     on a page for authors (docs/lab-reference.md)
+
+Every mapping of lab.yml gets a section, in the order a reader meets it, and every key a row: its
+type, its default, what it does (the field's docstring in `course/lab/schema.py`) and a short
+example (the field's `examples`). Keys shared by every kind of step are listed once.
 """
 
 from __future__ import annotations
 
-import ast
-import html
-import inspect
-import re
-import types
 import typing
+from dataclasses import dataclass, field
 from typing import Any
 
+import annotated_types
+import yaml
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from ..lab import schema
+from ..lab.keys import is_model, key_name, union_members, unwrap
+from ..lab.schema import Lab
 from .context import PageContext
 from .macros import macro
 
-SECTIONS: tuple[tuple[type[BaseModel], str, str], ...] = (
-    (schema.Lab, "lab-yml", "lab.yml"),
-    (schema.RunStep, "run-step", "A step that runs a command (`run:`)"),
-    (schema.StartStep, "start-step", "A step that starts a service (`start:`)"),
-    (schema.StopStep, "stop-step", "A step that stops a service (`stop:`)"),
-    (schema.Capture, "capture", "A captured value (`capture:`)"),
-    (schema.Ready, "ready", "Readiness of a service (`ready:`)"),
-    (schema.Setup, "setup", "`setup:`"),
-    (schema.Resources, "resources", "`resources:`"),
-)
-ANCHORS = {model: anchor for model, anchor, _ in SECTIONS}
-_CODE = re.compile(r"`([^`]+)`")
+EXAMPLE = """\
+# yaml-language-server: $schema=../lab.schema.json
+lesson: demo
+title: A first lab
+setup: {install_seconds: 30}
+steps:
+  - id: measure
+    title: Time 200 small requests
+    run: python3 measure.py
+    timeout: 60
+    inputs: [measure.py]
+    files: [results/latency.json]
+    capture:
+      mean: {regex: 'mean latency: ([\\d.]+) ms', unit: ms}
+      p50: {json: results/latency.json, key: p50_ms, unit: ms}
+  - id: server
+    start: python3 server.py
+    ready: {log: 'listening on http://127\\.0\\.0\\.1:\\d+'}
+    deadline: 20
+  - id: stop-server
+    stop: server
+"""
+"""A complete lab.yml, shown at the top of the reference (a test validates it)."""
 
 
-def field_docs(model: type[BaseModel]) -> dict[str, str]:
-    """Field name -> the docstring under it, for a model and its bases (read from the source)."""
-    found: dict[str, str] = {}
-    for klass in reversed(model.__mro__):
-        if not (isinstance(klass, type) and issubclass(klass, BaseModel)) or klass is BaseModel:
-            continue
-        tree = ast.parse(inspect.getsource(klass))
-        body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
-        for node, after in zip(body, [*body[1:], None], strict=True):
-            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
-                continue
-            if (
-                isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant)
-                and isinstance(after.value.value, str)
-            ):
-                found[node.target.id] = inspect.cleandoc(after.value.value)
-    return found
+@dataclass
+class Section:
+    """One mapping of lab.yml: its heading, anchor, what it is, and the keys it lists."""
+
+    title: str
+    anchor: str
+    about: str
+    rows: list[tuple[str, FieldInfo]] = field(default_factory=list)
+    """(key as lab.yml spells it, its field); a kind of step lists only its own keys."""
 
 
-def type_text(annotation: Any) -> str:
-    """A field's type as the reference shows it (HTML), models linked to their section."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Annotated:
-        inner = args[0]
-        if typing.get_origin(inner) in (typing.Union, types.UnionType) and all(
-            typing.get_origin(a) is typing.Annotated for a in typing.get_args(inner)
-        ):  # the discriminated union of step kinds
-            kinds = [typing.get_args(a)[0] for a in typing.get_args(inner)]
-            return " or ".join(type_text(k) for k in kinds)
-        return type_text(inner)
-    if origin is typing.Literal:
-        return " or ".join(f"<code>{html.escape(str(a))}</code>" for a in args)
-    if origin in (typing.Union, types.UnionType):
-        shown = [type_text(a) for a in args if a is not type(None)]
-        return " or ".join(shown) + (" or none" if type(None) in args else "")
+Anchors = dict[Any, str]
+"""A nested model, or the tuple of a union's models, -> the anchor of its section."""
+
+
+def sections(root: type[BaseModel] = Lab) -> tuple[list[Section], Anchors]:
+    """Every mapping reachable from the top level, in the order a reader meets it."""
+    found: list[Section] = []
+    anchors: Anchors = {}
+
+    def add(title: str, anchor: str, about: str, model: type[BaseModel], names: list[str]) -> None:
+        rows = [(key_name(n, model.model_fields[n]), model.model_fields[n]) for n in names]
+        found.append(Section(title, anchor, about, rows))
+        for name in names:
+            shape = _inner(model.model_fields[name].annotation)
+            members = union_members(shape)
+            if members:
+                models = tuple(m for _, m in members)
+                anchors[models] = name
+                shared = [
+                    n for n in models[0].model_fields if all(n in m.model_fields for m in models)
+                ]
+                kinds = ", ".join(f"`{tag}`" for tag, _ in members)
+                about_union = (
+                    f"Each of the `{name}` is one of {len(members)} kinds, named by the one key it "
+                    f"has of {kinds}. These keys go with every kind:"
+                )
+                add(f"`{name}`: every kind", name, about_union, models[0], shared)
+                for tag, member in members:
+                    own = [n for n in member.model_fields if n not in shared]
+                    add(f"A `{tag}` step", f"{tag}-step", _about(member), member, own)
+            elif is_model(shape) and shape not in anchors:
+                anchors[shape] = name
+                add(f"`{name}`", name, _about(shape), shape, list(shape.model_fields))
+
+    anchors[root] = "top-level"
+    add("The top level", "top-level", _about(root), root, list(root.model_fields))
+    return found, anchors
+
+
+def _inner(annotation: Any) -> Any:
+    """What a field holds once lists and mappings are looked through."""
+    shape = unwrap(annotation)
+    while typing.get_origin(shape) in (list, dict):
+        shape = unwrap(typing.get_args(shape)[-1])
+    return shape
+
+
+def _about(model: type[BaseModel]) -> str:
+    return " ".join((model.__doc__ or "").split())
+
+
+def type_text(annotation: Any, anchors: Anchors) -> str:
+    """A field's type in words, with a link to the section of a nested mapping."""
+    shape = unwrap(annotation)
+    members = union_members(shape)
+    origin = typing.get_origin(shape)
+    if members:
+        return f"[step](#{anchors[tuple(m for _, m in members)]})"
+    if is_model(shape):
+        return f"[mapping](#{anchors[shape]})"
     if origin is list:
-        return f"list of {type_text(args[0])}"
+        return f"list of {type_text(typing.get_args(shape)[0], anchors)}"
     if origin is dict:
-        return f"mapping of {type_text(args[0])} to {type_text(args[1])}"
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        anchor = ANCHORS.get(annotation)
-        name = html.escape(annotation.__name__)
-        return f'<a href="#{anchor}">{name}</a>' if anchor else name
-    return html.escape(getattr(annotation, "__name__", str(annotation)))
+        return f"mapping of names to {type_text(typing.get_args(shape)[1], anchors)}"
+    if origin is typing.Literal:
+        return "one of " + ", ".join(f"`{v}`" for v in typing.get_args(shape))
+    words = {str: "text", float: "number", int: "whole number", bool: "true or false"}
+    return words.get(shape, str(shape))
 
 
-def default_text(info: Any) -> str:
-    """A field's default as YAML would write it, or 'required'."""
-    if info.default is PydanticUndefined and info.default_factory is None:
-        return "<em>required</em>"
-    value = info.default_factory() if info.default_factory is not None else info.default
-    if isinstance(value, BaseModel):
-        value = value.model_dump()
-    if value is None or isinstance(value, bool):
-        value = {None: "none", True: "true", False: "false"}[value]
-    return f"<code>{html.escape(str(value))}</code>"
+def limits(info: FieldInfo) -> str:
+    """A field's numeric limits in words: ' (above 0)', ' (at least 1)'."""
+    words = []
+    for item in info.metadata:
+        if isinstance(item, annotated_types.Gt):
+            words.append(f"above {item.gt}")
+        elif isinstance(item, annotated_types.Ge):
+            words.append(f"at least {item.ge}")
+        elif isinstance(item, annotated_types.MinLen):
+            words.append(f"at least {item.min_length}")
+    return f" ({', '.join(words)})" if words else ""
 
 
-def model_table(model: type[BaseModel]) -> str:
-    """One model's keys as a table: key, type, default, what it is."""
-    docs = field_docs(model)
-    rows = []
-    for name, info in model.model_fields.items():
-        key = info.alias or name
-        cells = [
-            f"<code>{html.escape(key)}</code>",
-            type_text(info.annotation),
-            default_text(info),
-            _CODE.sub(r"<code>\1</code>", html.escape(docs.get(name, ""))),
+def default_text(info: FieldInfo) -> str:
+    """A field's default as lab.yml would spell it, or 'required'."""
+    default = info.default
+    if info.is_required() or default is PydanticUndefined:
+        return "required"
+    if default is None:
+        return "none"
+    if isinstance(default, BaseModel):
+        return "each key's default"
+    if isinstance(default, float) and default.is_integer():
+        return f"`{default:g}`"
+    return f"`{_flow(default)}`"
+
+
+def example_text(key: str, info: FieldInfo) -> str:
+    """The field's first example as one line of lab.yml."""
+    if not info.examples:
+        return ""
+    return f"`{key}: {_flow(info.examples[0])}`"
+
+
+def _flow(value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**6, sort_keys=False)
+    return text.strip().removesuffix("...").strip()
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def reference_markdown() -> str:
+    """The whole reference as Markdown: an example, then a table of keys per mapping."""
+    found, anchors = sections()
+    out = [
+        "A complete `lab.yml`, small enough to read at once (`course new LESSON` writes one like "
+        "it); every key is described below.",
+        "",
+        f"```yaml\n{EXAMPLE}```",
+    ]
+    for section in found:
+        out += ["", f"## {section.title} {{#{section.anchor}}}", "", section.about, ""]
+        out += [
+            "| key | type | default | what it does |",
+            "| --- | --- | --- | --- |",
         ]
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("key", "type", "default", "what it is"))
-    return (
-        '<div class="md-typeset__scrollwrap" tabindex="0" role="region" '
-        f'aria-label="Keys of {html.escape(model.__name__)}"><div class="md-typeset__table">'
-        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div></div>"
-    )
+        for key, info in section.rows:
+            kind = type_text(info.annotation, anchors) + limits(info)
+            example = example_text(key, info)
+            what = (info.description or "") + (f"<br>Example: {example}" if example else "")
+            out.append(f"| `{key}` | {_cell(kind)} | {_cell(default_text(info))} | {_cell(what)} |")
+    return "\n".join(out) + "\n"
 
 
 @macro
 def lab_reference(ctx: PageContext) -> str:
-    """Every key of lab.yml, from the schema: type, default and what it does."""
-    parts = []
-    for model, anchor, title in SECTIONS:
-        doc = inspect.cleandoc(model.__doc__ or "")
-        parts.append(f"## {title} {{ #{anchor} }}\n\n{doc}\n\n{model_table(model)}")
-    return "\n\n".join(parts)
+    """Every key of lab.yml, generated from the schema: type, default, what it does, an example."""
+    return reference_markdown()

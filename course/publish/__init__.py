@@ -121,3 +121,20 @@ def publish(
         commit = deploy_to_branch(root, built.site_dir, branch, remote, text)
         where = f"branch {branch} of {remote} at {commit[:12]}"
     return Published(url, built, report, where)
+
+
+def summary(done: Published) -> list[str]:
+    """What `course publish` says about a publication: the build, the links checked, the
+    external links (listed, not fetched)."""
+    links = done.links
+    lines = [
+        f"built for {done.site_url} in {done.build.seconds:.1f} s; {links.pages} pages, "
+        f"{links.internal:,} internal links and anchors checked, none broken"
+    ]
+    if links.external:
+        lines.append(f"{len(links.external)} external links, listed, not fetched:")
+        lines += [
+            f"  {url}" + (f" ({count}×)" if count > 1 else "")
+            for url, count in links.external.items()
+        ]
+    return lines

@@ -1,5 +1,5 @@
-"""The authors' side: the freshness page, the run histories and the lab.yml reference, rendered from
-the fixture lesson's records and the schema (no HTML build needed)."""
+"""The authors' side: the freshness page and the run histories, rendered from the fixture lesson's
+records (no HTML build needed)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from support import LESSON, OLDER, RUN, make_project
 
-from course.lab.schema import Capture, Lab, RunStep
 from course.pages.lessons import PageEntry, read_meta
 from course.pages.render import render_page
 
@@ -93,25 +92,3 @@ def test_run_histories_list_every_run_newest_first(root: Path) -> None:
         [f"{RUN} (newest good)", "20 November 2026", "ok"],
         [OLDER, "19 November 2026", "ok"],
     ]
-
-
-def test_the_lab_reference_lists_every_key_of_the_schema_with_its_docstring(root: Path) -> None:
-    page = rendered(root, "authors/lab-yml.md")
-    lab = rows(page, "Keys of Lab")
-    assert [r[0] for r in lab[1:]] == list(Lab.model_fields)
-    assert lab[1:3] == [
-        ["lesson", "str", "required", "The lesson's name, the same as its folder under lab/."],
-        ["title", "str", "required", "The lesson's title."],
-    ]
-    steps = next(r for r in lab if r[0] == "steps")
-    assert steps[1] == "list of RunStep or StartStep or StopStep"
-    run_step = {r[0]: r for r in rows(page, "Keys of RunStep")[1:]}
-    assert set(run_step) == set(RunStep.model_fields)  # the common keys of every step, and its own
-    assert run_step["timeout"][1:3] == ["float", "600.0"]
-    assert run_step["needs"][1] == "gpu or none"
-    capture = {r[0] for r in rows(page, "Keys of Capture")[1:]}
-    assert (
-        capture
-        == {"regex", "json", "key", "type", "unit"}
-        == {f.alias or name for name, f in Capture.model_fields.items()}
-    )

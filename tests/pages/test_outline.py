@@ -263,11 +263,13 @@ def test_add_lesson_to_a_flow_list_and_its_refusals(tmp_path: Path) -> None:
     assert (docs / "course.yml").read_text(encoding="utf-8") == (
         "parts:\n  - {number: 1, title: Basics, lessons: [{id: tokens, title: Tokens}, "
         "{id: sampling, title: Sampling}]}\n"
-    )
+    )  # written in the list's own flow style
     with pytest.raises(PageError, match=r"already lists lesson 'tokens' \(lesson 1.1\)"):
         add_lesson(docs, "tokens", 1, "Again")
-    with pytest.raises(PageError, match=r"has no part 4 \(parts: 1\); give the part's title"):
-        add_lesson(docs, "later", 4, "Later")
+    later = add_lesson(docs, "later", 4, "Later")  # a part not there yet, without a title
+    assert (later.number, later.part) == ("4.1", "Part 4")
+    with pytest.raises(PageError, match="part 0: parts are numbered from 1"):
+        add_lesson(docs, "zero", 0, "Zero")
     with pytest.raises(PageError, match="'Bad_Id' is not a lesson id"):
         add_lesson(docs, "Bad_Id", 1, "Bad")
     fresh = tmp_path / "fresh"
