@@ -1,4 +1,5 @@
-"""`course run | build | diff | check | serve`: parse the arguments, call a stage, report errors."""
+"""`course run | build | diff | compare | check | serve`: parse the arguments, call a stage,
+report errors."""
 
 from __future__ import annotations
 
@@ -279,6 +280,30 @@ def diff(
     else:
         render_console(report, stdout, all_values)
     sys.exit(0 if report.all_hold else 1)
+
+
+@cli.command("compare")
+@click.argument("lesson")
+@click.argument("run_id", metavar="RUN")
+@click.option(
+    "--against",
+    metavar="RUN",
+    help="The run to compare with (default: the run the lesson's page shows).",
+)
+@click.pass_obj
+@reports_errors
+def compare_cmd(root: Path, lesson: str, run_id: str, against: str | None) -> None:
+    """Compare RUN of LESSON with the page's run across machines: each value against what the
+    lab's `scales:` declarations expect on RUN's GPU (exact sizes, speeds by bandwidth or compute,
+    budgets by memory).
+
+    Exits 1 when a value that must be exact differs.
+    """
+    from .package.expected import compare_runs
+
+    text, status = compare_runs(root, lesson, run_id, against)
+    click.echo(text, nl=False)
+    sys.exit(status)
 
 
 @cli.command()

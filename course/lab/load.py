@@ -130,7 +130,8 @@ _KNOWN_KEYS: dict[str, set[str]] = {
         "deadline",
         "stop",
     },
-    "capture": {"regex", "json", "key", "type", "unit"},
+    "capture": {"regex", "json", "key", "type", "unit", "scales"},
+    "scales": {"kind", "share", "like"},
     "ready": {"url", "log"},
     "setup": {"install_seconds", "download_seconds"},
     "resources": {"gpu", "count", "disk_gb"},
@@ -176,7 +177,7 @@ def _parent_kind(loc: list[Any], in_step: bool) -> str:
     if len(loc) <= 1:
         return "step" if in_step else "lab"
     if loc[0] == "capture":
-        return "capture"
+        return "scales" if len(loc) > 3 and loc[2] == "scales" else "capture"
     if loc[0] == "ready":
         return "ready"
     if loc[0] in ("setup", "resources"):

@@ -5,6 +5,9 @@
       <lesson>/<lesson>.pdf       the page
       <lesson>/figures/*.png      the page's figures
       <lesson>/lab/...            lab/<lesson>/ without caches, virtual environments or outputs
+      <lesson>/expected.json      the page's values and how each moves on another GPU, and
+      <lesson>/lab/compare.py     the check of a learner's run against them (when lab.yml
+                                  declares `scales:`; see expected.py)
 
 The bytes depend only on the inputs: entries sorted by name, every timestamp the record's start
 (or SOURCE_DATE_EPOCH when there is no record), fixed permissions, fixed compression. Names are
@@ -28,10 +31,11 @@ from ..errors import PageError
 from ..lab.files import IGNORED_PARTS, IGNORED_SUFFIXES
 from ..lab.load import LoadedLab
 from ..record.models import Run
+from .expected import COMPARE, EXPECTED, compare_source, expected_for, expected_json
 from .start_here import START_HERE, start_here
 
 # Bump when the zip's layout or START-HERE.md changes, so cached zips are not reused.
-FORMAT = "zip-1"
+FORMAT = "zip-2"
 FILE_MODE = 0o644
 EXEC_MODE = 0o755
 # Already-compressed files are stored as they are; deflating them again only costs time.
@@ -192,6 +196,9 @@ def bundle_entries(lab: LoadedLab, run: Run, pdf: Path, figures: list[Path]) -> 
         *figure_entries(figures),
         *lab_entries(lab),
     ]
+    expected = expected_for(lab, run)
+    if expected is not None:  # the learner's check of their own run: python3 compare.py
+        entries += [Entry(EXPECTED, expected_json(expected)), Entry(COMPARE, compare_source())]
     names = [safe_name(e.name) for e in entries]
     if len(set(names)) != len(names):
         raise PageError(f"lesson '{lesson}': two files would share one name in its zip")

@@ -78,6 +78,8 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
     numbers = {step.id: i for i, step in enumerate(steps, start=1)}
     for index, step in enumerate(steps, start=1):
         lines += _step_section(step, index, len(steps), run, machine, numbers, lab.lab.cpu_args)
+    if any(c.scales for step in steps for c in step.capture.values()):
+        lines += compare_section(machine)
     total = sum(s.seconds or 0.0 for s in record.steps)
     lines += [
         "## When you are done",
@@ -89,6 +91,29 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def compare_section(machine: str) -> list[str]:
+    """How to check one's own run against the page's (the zip's lab/compare.py)."""
+    return [
+        "## Compare your numbers with the page's",
+        "",
+        "When the steps have run, type in `lab/`:",
+        "",
+        *_fenced("python3 compare.py", "bash"),
+        "",
+        (
+            "It reads the results your run wrote (`results/*.json`) and your GPU (through "
+            f"`nvidia-smi`), and prints, value by value, the page's number from {machine}, yours, "
+            "and what to expect on your card once its memory bandwidth, compute and memory are "
+            "accounted for (from the datasheets of common rental GPUs: RTX 4090, L40S, A100, "
+            "H100, H200), with a verdict and what to look at where they disagree. Sizes must "
+            "match to the byte: it ends with status 1 when one differs. After the CPU form of "
+            "the steps it checks the sizes the CPU steps computed and says why the rest cannot "
+            "be compared."
+        ),
+        "",
+    ]
 
 
 def cpu_command(step: AnyStep, cpu_args: str | None) -> str | None:

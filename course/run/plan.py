@@ -63,7 +63,15 @@ def hash_step(
     gpu: str,
 ) -> tuple[str, HashParts]:
     """A step's hash, and the parts it is made of."""
-    definition = _digest(step.model_dump(mode="json", by_alias=True, exclude_defaults=True))
+    # `scales:` says how a value should move on other GPUs; it changes nothing the step runs
+    definition = _digest(
+        step.model_dump(
+            mode="json",
+            by_alias=True,
+            exclude_defaults=True,
+            exclude={"capture": {"__all__": {"scales"}}},
+        )
+    )
     if isinstance(step, StopStep) and step.inputs is None:
         names = []  # ending a service reads no file
     elif step.inputs is None:
