@@ -222,10 +222,10 @@ def compare(expected: dict[str, Any], theirs: Theirs) -> list[Row]:
         if kind in TOLERANCE:
             row.expected, why = expectation(entry, page, theirs.gpu, done)
             done[name] = (row.expected, _number(entry["value"]))
-        if seen.value is None:
+        if needs.get(entry["step"]) == "gpu" and seen.device not in (None, "cuda"):
+            row.verdict, row.note = "not comparable", "cpu"  # even where a key is missing
+        elif seen.value is None:
             row.verdict, row.note = "not read" if seen.note == "regex" else "missing", seen.note
-        elif needs.get(entry["step"]) == "gpu" and seen.device not in (None, "cuda"):
-            row.verdict, row.note = "not comparable", "cpu"
         else:
             row.verdict, row.note, row.off = judge(entry, seen.value, row.expected)
             row.note = why if row.verdict == "no expectation" else row.note
@@ -237,8 +237,8 @@ def _fmt(value: Any, kind: str) -> str:
         return "-"
     if isinstance(value, str):
         return value if len(value) <= 15 else value[:14] + "~"
-    if kind == "int":
-        return f"{round(value):,}"
+    if kind == "int":  # an expectation of a count is a fraction: 0.9 of a conversation
+        return f"{value:.1f}" if abs(value) < 100 and value != int(value) else f"{round(value):,}"
     return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
 
 
@@ -281,6 +281,7 @@ def render(e: dict[str, Any], t: Theirs, rows: list[Row]) -> str:
         entry = entries[row.name]
         name = row.name.split(".", 1)[1]
         expected = row.page if row.kind == "exact" else row.expected  # exact: the page's own
+        expected = None if row.verdict == "not comparable" else expected
         cells = [_fmt(v, entry["type"]) for v in (row.page, row.theirs, expected)]
         lines.append(
             f"{name[:30]:<30} {entry['unit']:<5} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16}"
@@ -354,7 +355,7 @@ def read_outputs(expected: dict[str, Any], lab: Path) -> dict[str, Observed]:
             continue
         device = data.get("device") if isinstance(data, dict) else None
         value = _at(data, entry["key"])
-        note = "" if value is not None else f"{path} has no value at {entry['key']}"
+        note = "" if value is not None else f"{path} lacks some of the page's keys: an older lab?"
         found[name] = Observed(value, note, device if isinstance(device, str) else None)
     return found
 

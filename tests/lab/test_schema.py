@@ -39,7 +39,9 @@ def test_fixture_lab_loads_with_each_step_kind(project: Path) -> None:
 
 
 def test_every_problem_is_reported_at_once_with_step_field_and_line(tmp_path: Path) -> None:
-    path = write_lab(tmp_path, """\
+    path = write_lab(
+        tmp_path,
+        """\
 lesson: demo
 title: Demo
 steps:
@@ -55,7 +57,8 @@ steps:
     start: python3 server.py
   - id: four
     stop: servr
-""")
+""",
+    )
     found = problems(path)
     assert len(found) == 5, found
     assert "line 6: step 'one': timout: unknown key 'timout' (did you mean 'timeout'?)" in found
@@ -66,7 +69,9 @@ steps:
 
 
 def test_json_capture_needs_a_key_and_step_needs_a_kind(tmp_path: Path) -> None:
-    path = write_lab(tmp_path, """\
+    path = write_lab(
+        tmp_path,
+        """\
 lesson: demo
 title: Demo
 stesp: []
@@ -78,7 +83,8 @@ steps:
     run: echo hi
     capture:
       v: {json: out.json, regex: '(x)'}
-""")
+""",
+    )
     found = problems(path)
     assert "line 3: stesp: unknown key 'stesp' (did you mean 'steps'?)" in found
     assert any("step 'one':" in p and "exactly one of 'run', 'start' or 'stop'" in p for p in found)
@@ -86,7 +92,9 @@ steps:
 
 
 def test_cross_step_problems(tmp_path: Path) -> None:
-    path = write_lab(tmp_path, """\
+    path = write_lab(
+        tmp_path,
+        """\
 lesson: other
 title: Demo
 steps:
@@ -95,14 +103,17 @@ steps:
     inputs: [a.py, missing/*.json]
   - id: one
     stop: servr
-""")
+""",
+    )
     found = problems(path)
     assert any("step id 'one' is used twice" in p for p in found)
     assert any("stop: 'servr' is not a service started by an earlier step" in p for p in found)
 
 
 def test_inputs_that_match_nothing_and_lesson_name_are_reported(tmp_path: Path) -> None:
-    path = write_lab(tmp_path, """\
+    path = write_lab(
+        tmp_path,
+        """\
 lesson: other
 title: Demo
 steps:
@@ -110,7 +121,8 @@ steps:
     run: echo hi
     inputs: [a.py, "missing/*.json"]
     files: [../escape.txt]
-""")
+""",
+    )
     found = problems(path)
     assert any("'../escape.txt' must be a path inside the lab folder" in p for p in found)
     # the file-system checks run once the schema holds
@@ -127,3 +139,73 @@ def test_bad_yaml_and_missing_file(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere" / "lab.yml"
     with pytest.raises(LabError, match="no such file"):
         load_lab(missing)
+
+
+def test_scales_declare_how_a_value_moves_on_another_gpu(tmp_path: Path) -> None:
+    path = write_lab(
+        tmp_path,
+        """\
+lesson: demo
+title: Demo
+steps:
+  - id: one
+    run: python3 a.py
+    capture:
+      size: {regex: 'size (\\d+)', type: int, unit: B, scales: exact}
+      speed: {regex: 'speed (\\d+)', unit: tok/s, scales: bandwidth}
+      room: {regex: 'room (\\d+)', type: int, unit: B, scales: {kind: memory, share: 0.9}}
+      tokens: {regex: 'tokens (\\d+)', type: int, unit: tok, scales: {kind: memory, like: room}}
+      took: {regex: 'took (\\d+)', unit: s}
+""",
+    )
+    captures = load_lab(path).lab.step("one").capture
+    assert captures["size"].scales is not None and captures["size"].scales.kind == "exact"
+    assert captures["room"].scales is not None and captures["room"].scales.share == 0.9
+    assert captures["tokens"].scales is not None and captures["tokens"].scales.like == "room"
+    assert captures["took"].scales is None  # optional
+
+
+def test_bad_scales_are_reported_with_step_field_and_hint(tmp_path: Path) -> None:
+    path = write_lab(
+        tmp_path,
+        """\
+lesson: demo
+title: Demo
+steps:
+  - id: one
+    run: python3 a.py
+    capture:
+      a: {regex: 'a (\\d+)', scales: bandwith}
+      b: {regex: 'b (\\d+)', unit: s, scales: {kind: bandwidth, share: 0.5}}
+      c: {regex: 'c (\\d+)', unit: tok, scales: {kind: memory, share: 0.9}}
+      d: {regex: 'd (\\d+)', scales: {kind: memory, shares: 0.9}}
+  - id: two
+    run: python3 a.py
+    capture:
+      room: {regex: 'r (\\d+)', unit: B, scales: free}
+      e: {regex: 'e (\\d+)', scales: {kind: memory, like: rooms}}
+      f: {regex: 'f (\\d+)', scales: {kind: memory, like: room}}
+""",
+    )
+    found = problems(path)
+    assert len(found) == 5, found  # the two `like` problems of step two share one line
+    assert any(
+        p.startswith("line 7: step 'one': capture.a.scales.kind: 'bandwith' is not one of")
+        for p in found
+    )
+    assert any(
+        "capture.b.scales: 'share' and 'like' go with kind 'memory' only" in p for p in found
+    )
+    assert any("capture.c: scales: 'share' needs a unit of bytes, not 'tok'" in p for p in found)
+    assert (
+        "line 10: step 'one': capture.d.scales.shares: unknown key 'shares' (did you mean 'share'?)"
+        in found
+    )
+    assert any(
+        "step 'two': capture.e.scales.like: 'rooms' is not a value of this step (did you mean "
+        "'room'?)" in p
+        for p in found
+    )
+    assert any(
+        "capture.f.scales.like: 'room' must declare `scales: memory` itself" in p for p in found
+    )

@@ -420,7 +420,7 @@ def test_unknown_lesson_names_the_missing_file(course: CourseRun) -> None:
     assert "lab/no-such-lesson/lab.yml" in done.stderr and "no such file" in done.stderr
 
 
-@pytest.mark.parametrize("command", ["build", "diff", "check", "serve"])
+@pytest.mark.parametrize("command", ["build", "diff", "compare", "check", "serve"])
 def test_help_lists_every_command(command: str) -> None:
     done = subprocess.run([*COURSE, "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and f"  {command} " in done.stdout
