@@ -151,16 +151,13 @@ def test_an_edited_size_differs_and_fails(tmp_path: Path, h200: Run) -> None:
     assert "[1] Sizes and counts follow from the models' config.json" in done.stdout
 
 
-def test_a_synthetic_4090_run_agrees_once_scaled(
-    tmp_path: Path, h200: Run, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_synthetic_4090_run_agrees_once_scaled(tmp_path: Path, h200: Run) -> None:
     root = project_with(tmp_path, h200)
     run_id = "2026-12-01T000000Z-rtx4090"
     gpu = {"name": "NVIDIA GeForce RTX 4090", "memory_mib": RTX_MIB, "count": 1}
     write_run(root, h200, run_id, rtx_4090(recorded_values(h200)), gpu)
     text, status = compare_runs(root, LESSON, run_id, h200.run_id)
-    with capsys.disabled():  # the table of the closing note: pytest -s shows it
-        print("\n" + text)
+    print("\n" + text)  # the table of the closing note: `pytest -s` shows it
     assert status == 0
     assert "yours: run 2026-12-01T000000Z-rtx4090 on NVIDIA GeForce RTX 4090 (24,564 MiB)" in text
     assert "Scaled to your card (48 values): 48 agree." in text
