@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from support import CourseRun
 
 from course.lab.load import load_lab
@@ -32,12 +33,13 @@ def test_declaring_scales_reruns_nothing(project: Path, course: CourseRun) -> No
     assert plan.returncode == 0 and "its definition changed" in plan.stdout, plan.stdout
 
 
-def test_the_hash_of_the_kv_cache_steps_is_the_recorded_one() -> None:
-    """Lesson 2.4's values declare `scales:`; its committed run's steps still hash the same."""
+@pytest.mark.parametrize("lesson", ["kv-cache", "prefill-decode"])
+def test_labs_that_declare_scales_still_hash_as_recorded(lesson: str) -> None:
+    """Lessons 2.4 and 2.3 declare `scales:`; their committed runs' steps still hash the same."""
     root = Path(__file__).resolve().parents[2]
-    lab = load_lab(root / "lab" / "kv-cache" / "lab.yml")
+    lab = load_lab(root / "lab" / lesson / "lab.yml")
     assert any(c.scales for s in lab.lab.steps for c in s.capture.values())
-    run = Store(root / "build").newest_good("kv-cache")
+    run = Store(root / "build").newest_good(lesson)
     assert run is not None
     files = hash_lab_files(lab)
     for rec in run.record.steps:
