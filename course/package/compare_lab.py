@@ -120,8 +120,8 @@ class Theirs:
 
 @dataclass
 class Row:
-    """One value judged: verdict is agrees, off, differs, not judged, not comparable, missing
-    or no expectation; `note` a key of NOTES or a sentence; `off` yours / expected - 1."""
+    """One value judged: verdict is agrees, off, differs, not judged, not comparable, not read,
+    missing or no expectation; `note` a key of NOTES or a sentence; `off` yours / expected - 1."""
 
     name: str
     step: str
