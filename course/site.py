@@ -19,7 +19,7 @@ from .pages.checks import position_warning
 from .pages.choose import ChosenPage, lesson_page_runs
 from .pages.context import Problem
 from .pages.lessons import scan
-from .pages.plugin import LENIENT, report
+from .pages.plugin import LENIENT, STATE, report
 from .pages.render import hint, render_page
 from .record.store import Store
 
@@ -63,8 +63,10 @@ class _Collect(logging.Handler):
 def build_site(root: Path, out: Path | None = None, cache_dir: Path | None = None) -> BuildResult:
     """Build the HTML site from docs/ and the committed records with mkdocs --strict.
 
-    The PDFs and zips are kept between builds in `cache_dir` (default: `.cache/package/`).
+    What is kept between builds goes under `cache_dir` (default: the project's `.cache/`): the
+    drawn figures in `figures/`, the PDFs and zips in `package/`.
     """
+    cache = cache_dir if cache_dir is not None else root / ".cache"
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
     from mkdocs.exceptions import MkDocsException
@@ -81,6 +83,7 @@ def build_site(root: Path, out: Path | None = None, cache_dir: Path | None = Non
     started = time.perf_counter()
     try:
         config = load_config(config_file=str(config_file), site_dir=str(site_dir), strict=True)
+        STATE.figure_cache = cache / "figures"
         build(config)
     except MkDocsException as exc:  # Abort included: mkdocs logged the cause before aborting
         raise PageError(_failure(str(exc), collect.messages)) from None
@@ -90,8 +93,9 @@ def build_site(root: Path, out: Path | None = None, cache_dir: Path | None = Non
         ) from None
     finally:
         logger.removeHandler(collect)
+        STATE.figure_cache = None
     chosen = lesson_page_runs(root)
-    package_lessons(root, site_dir, chosen, cache_dir)
+    package_lessons(root, site_dir, chosen, cache / "package")
     pages = [_built(page, site_dir) for page in chosen]  # site/downloads/<lesson>.pdf and .zip
     seconds = time.perf_counter() - started
     return BuildResult(site_dir, seconds, pages, collect.messages)

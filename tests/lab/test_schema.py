@@ -61,7 +61,10 @@ steps:
     )
     found = problems(path)
     assert len(found) == 5, found
-    assert "line 6: step 'one': timout: unknown key 'timout' (did you mean 'timeout'?)" in found
+    assert (
+        "line 6: step 'one': timout: unknown key 'timout' (did you mean 'timeout'?); a run step "
+        "takes: id, title, needs, env, inputs, files, capture, uses, run, timeout"
+    ) in found
     assert any("step 'two': capture.n" in p and "needs a group" in p for p in found)
     assert any("step 'two': capture.m.unit" in p and "'parsecs' is not one of" in p for p in found)
     assert any("step 'Bad_Id': id:" in p and "not a valid name" in p for p in found)
@@ -86,7 +89,10 @@ steps:
 """,
     )
     found = problems(path)
-    assert "line 3: stesp: unknown key 'stesp' (did you mean 'steps'?)" in found
+    assert (
+        "line 3: stesp: unknown key 'stesp' (did you mean 'steps'?); the top level takes: lesson, "
+        "title, engine, python, setup, resources, builds, cpu_args, include, steps"
+    ) in found
     assert any("step 'one':" in p and "exactly one of 'run', 'start' or 'stop'" in p for p in found)
     assert any("step 'two': capture.v: give exactly one of 'regex' or 'json'" in p for p in found)
 
@@ -139,6 +145,72 @@ def test_bad_yaml_and_missing_file(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere" / "lab.yml"
     with pytest.raises(LabError, match="no such file"):
         load_lab(missing)
+
+
+def test_unknown_keys_at_every_depth_get_a_suggestion_and_the_allowed_keys(tmp_path: Path) -> None:
+    """The guesses a new author made: `ready: {timeout: 10}`, `ready: {deadline: 10}`, and
+    misspellings inside a capture, setup and resources."""
+    path = write_lab(
+        tmp_path,
+        """\
+lesson: demo
+title: Demo
+setup: {install_second: 10}
+resources: {gpus: H100}
+steps:
+  - id: serve
+    start: python3 a.py
+    ready: {url: "http://127.0.0.1:8000/", timeout: 10}
+  - id: serve-2
+    start: python3 a.py
+    ready: {log: ready, deadline: 10}
+    timeout: 5
+  - id: one
+    run: python3 a.py
+    capture:
+      n: {regex: '(\\d+)', units: ms}
+  - id: two
+    rnu: python3 a.py
+""",
+    )
+    found = problems(path)
+    assert found == [
+        "line 3: setup.install_second: unknown key 'install_second' (did you mean "
+        "'install_seconds'?); setup takes: install_seconds, download_seconds",
+        "line 4: resources.gpus: unknown key 'gpus' (did you mean 'gpu'?); resources takes: gpu, "
+        "count, disk_gb",
+        "line 8: step 'serve': ready.timeout: unknown key 'timeout' ('timeout' is a key of a run "
+        "step); ready takes: url, log",
+        "line 11: step 'serve-2': ready.deadline: unknown key 'deadline' ('deadline' is a key of a "
+        "start step, one level up); ready takes: url, log",
+        "line 12: step 'serve-2': timeout: unknown key 'timeout' ('timeout' is a key of a run "
+        "step); a start step takes: id, title, needs, env, inputs, files, capture, uses, start, "
+        "ready, deadline",
+        "line 16: step 'one': capture.n.units: unknown key 'units' (did you mean 'unit'?); "
+        "capture 'n' takes: regex, json, key, type, unit, scales",
+        "line 17: step 'two': a step needs exactly one of 'run', 'start' or 'stop' (found 'rnu': "
+        "did you mean 'run'?)",
+    ]
+
+
+def test_the_allowed_keys_come_from_the_models() -> None:
+    """No hand-kept list: every field of every model is a key the messages know."""
+    from course.lab.keys import keys, mapping_at
+    from course.lab.schema import Capture, Lab, Ready, Resources, Setup
+
+    assert keys(Capture) == ["regex", "json", "key", "type", "unit", "scales"]
+    for loc, model in [
+        ((), Lab),
+        (("setup",), Setup),
+        (("resources",), Resources),
+        (("steps", 0, "start", "ready"), Ready),
+        (("steps", 2, "run", "capture", "p50"), Capture),
+        (("steps", 1, "stop"), StopStep),
+    ]:
+        found = mapping_at(loc)
+        assert found is not None and found.model is model, loc
+    assert mapping_at(("steps", 0, "run", "env")) is None  # a mapping of names, not of keys
+    assert mapping_at(("nowhere",)) is None
 
 
 def test_scales_declare_how_a_value_moves_on_another_gpu(tmp_path: Path) -> None:
@@ -199,7 +271,7 @@ steps:
     assert any("capture.c: scales: 'share' needs a unit of bytes, not 'tok'" in p for p in found)
     assert (
         "line 10: step 'one': capture.d.scales.shares: unknown key 'shares' (did you mean 'share'?)"
-        in found
+        "; scales takes: kind, share, like" in found
     )
     assert any(
         "step 'two': capture.e.scales.like: 'rooms' is not a value of this step (did you mean "
