@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -13,15 +12,13 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
-    GetJsonSchemaHandler,
     Tag,
     field_validator,
     model_validator,
 )
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema
 
 from ..record.units import Unit
+from .scales import Scaling, like_problems
 
 STEP_ID = r"^[a-z0-9][a-z0-9-]*$"
 VALUE_NAME = r"^[a-z_][a-z0-9_]*$"
@@ -35,54 +32,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(
         extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
     )
-
-
-ScaleKind = Literal["exact", "bandwidth", "compute", "memory", "free"]
-BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "GB")
-SAME_OR_FREE = ("exact", "free")
-
-
-class Scaling(_Strict):
-    """How a value should move on another GPU than the recorded run's: `course compare` and the
-    zip's compare.py judge a learner's value by it. Written `scales: KIND`, or as a mapping for
-    a value that moves with the card's memory in another way than in proportion."""
-
-    kind: ScaleKind = Field(examples=["bandwidth"])
-    """`exact`: the same to the byte on any machine (sizes); `bandwidth`: in proportion to the
-    card's memory bandwidth (decode speeds); `compute`: to its bf16 FLOP/s (prefill);
-    `memory`: to its memory (what a step that sizes itself to the card reserves); `free`:
-    depends on more than the card's datasheet (timings of one-off work, Python overhead),
-    shown and not judged. A time (unit s or ms) moves the other way: half the bandwidth, twice
-    the seconds."""
-    share: float | None = Field(default=None, ge=0, examples=[0.9])
-    """With `memory`: the bytes the value gains for each byte more of card memory (0.9 for a
-    cache given 90 % of the card, 0 for a peak that does not depend on the card's size);
-    without it, the value is in proportion to the card's memory."""
-    like: Annotated[str, Field(pattern=VALUE_NAME)] | None = Field(default=None, examples=["room"])
-    """With `memory`: another value of the same step that this one is in proportion to (the
-    tokens a cache holds move as its bytes do)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _plain_kind(cls, raw: Any) -> Any:
-        return {"kind": raw} if isinstance(raw, str) else raw
-
-    @classmethod
-    def __get_pydantic_json_schema__(
-        cls, core: CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        """For editors: the short form `scales: KIND` is as good as the mapping."""
-        mapping = handler(core)
-        kinds = list(typing.get_args(ScaleKind))
-        return {"anyOf": [{"type": "string", "enum": kinds}, mapping]}
-
-    @model_validator(mode="after")
-    def _memory_only(self) -> Scaling:
-        if self.kind != "memory" and (self.share is not None or self.like is not None):
-            raise ValueError("'share' and 'like' go with kind 'memory' only")
-        if self.share is not None and self.like is not None:
-            raise ValueError("give 'share' or 'like', not both")
-        return self
 
 
 class Capture(_Strict):
@@ -123,11 +72,9 @@ class Capture(_Strict):
                 raise ValueError(f"regex {self.regex!r} does not compile: {exc}") from None
             if pattern.groups < 1:
                 raise ValueError(f"regex {self.regex!r} needs a group ( ... ) around the value")
-        if self.scales is not None and self.scales.share is not None:
-            if self.unit not in BYTE_UNITS:
-                raise ValueError(f"scales: 'share' needs a unit of bytes, not {self.unit!r}")
-        if self.scales is not None and self.type == "str" and self.scales.kind not in SAME_OR_FREE:
-            raise ValueError(f"scales: a text value is 'exact' or 'free', not {self.scales.kind!r}")
+        misfit = self.scales.misfit(self.unit, self.type) if self.scales else None
+        if misfit:
+            raise ValueError(f"scales: {misfit}")
         return self
 
 
@@ -187,22 +134,7 @@ class _StepBase(_Strict):
     @model_validator(mode="after")
     def _likes(self) -> _StepBase:
         """A `like:` names a memory value of the same step, which is not itself a `like:`."""
-        problems = []
-        for name, capture in self.capture.items():
-            other = capture.scales.like if capture.scales else None
-            if other is None:
-                continue
-            target = self.capture.get(other)
-            if target is None:
-                hint = suggest(other, set(self.capture))
-                problems.append(
-                    f"capture.{name}.scales.like: '{other}' is not a value of this step{hint}"
-                )
-            elif target.scales is None or target.scales.kind != "memory" or target.scales.like:
-                problems.append(
-                    f"capture.{name}.scales.like: '{other}' must declare `scales: memory` itself "
-                    "(with a share or none, not another 'like')"
-                )
+        problems = like_problems(self.capture)
         if problems:
             raise ValueError("; ".join(problems))
         return self
