@@ -16,7 +16,8 @@ from support import CourseRun
 
 from course.errors import LabError, RunError
 from course.lab.load import load_lab
-from course.remote.fleet import decide, lessons, pinned_versions, task_config, write_tasks
+from course.remote.fleet import decide, lessons, pinned_versions
+from course.remote.tasks import node_command, task_config, write_tasks
 
 LAB = "echo-server"
 RESOURCES = "resources: {gpu: H200, count: 2, disk_gb: 100}\n"
