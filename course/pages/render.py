@@ -74,6 +74,11 @@ def collecting_undefined(ctx: PageContext) -> type[jinja2.Undefined]:
             ctx.problem(call, message)
             return f'<span class="course-error">[{html.escape(name)}: no such macro]</span>'
 
+        def __getattr__(self, name: str) -> Any:
+            if name == "jinja_pass_arg" or name.startswith("__"):
+                raise AttributeError(name)  # what jinja asks of anything it calls
+            return super().__getattr__(name)
+
         # jinja types these as never returning; here they return the marker
         def __call__(self, *args: Any, **kwargs: Any) -> str:  # type: ignore[override]
             return self._collect(call_text(self._undefined_name or "?", args, kwargs))

@@ -94,6 +94,12 @@ def decide(
         return Decision(lab.lesson, run, reason, round(hours, 3))
 
     options = options or Options(force=force)
+    ids = [s.id for s in lab.steps]
+    for option, value in (("--only", options.only), ("--from", options.from_step)):
+        if value is not None and value not in ids:  # before any node starts for it
+            raise RunError(
+                f"{loaded.display_path()}: {option} {value}: no such step (steps: {', '.join(ids)})"
+            )
     if options.force:
         return verdict(True, "--force")
     if good is None:

@@ -92,7 +92,7 @@ def run_lesson(
 
 def _resumed_run(store: Store, lesson: str, console: Console) -> Run:
     """The newest run of a lesson, which must not have finished; RunError otherwise."""
-    with lesson_lock(store, lesson, lambda text: console.print(text, highlight=False)):
+    with lesson_lock(store, lesson, _say(console)):
         pass  # taking the lock turns what a killed run left into a failed run
     runs = store.runs(lesson)
     if not runs:
@@ -153,7 +153,7 @@ def _run_on(
         console.print(f"Resuming {resumed.run_id} from step '{first}'", highlight=False)
     started = datetime.now(UTC)
     with signals_as_interrupt(console) as signals:
-        with lesson_lock(store, lesson, lambda text: console.print(text, highlight=False)) as lock:
+        with lesson_lock(store, lesson, _say(console)) as lock:
             gpu = facts.host.gpu.model_dump() if facts.host.gpu else None
             run_id = store.new_run_id(lesson, started, gpu_slug(gpu))
             record = Record(
@@ -241,6 +241,11 @@ def _setup(
         requirements=requirements,
         installer=installer.group(1).strip() if installer else None,
     )
+
+
+def _say(console: Console) -> Callable[[str], None]:
+    """Print a sentence of the runner's own, unwrapped (it may name long paths)."""
+    return lambda text: console.print(text, highlight=False, soft_wrap=True)
 
 
 def _current(record: Record) -> str | None:
