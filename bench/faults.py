@@ -608,7 +608,6 @@ def soak(n: int) -> tuple[dict[str, int], dict[str, int], float]:
         marks.mkdir()
         os.environ.update(trial_env(marks))
         tempfile.tempdir = str(PRIVATE)  # the runs' scratch folders go there
-        write_lab(root, "")
         options = Options(force=True, quiet=True)
         run_lesson(root, LAB, options, console, make_target)  # warm: imports, caches
         start = counts()
@@ -654,8 +653,9 @@ def measure() -> None:
     if args.soak:
         start, end, seconds = soak(args.soak)
         print(
-            f"\nSoak: {args.soak} consecutive runs of {LAB} (a service, five steps, --force) "
-            f"in one process, {seconds:.0f} s ({seconds / args.soak:.2f} s a run)\n"
+            f"\nSoak: {args.soak} consecutive runs of the fixture lab {LAB} (five steps, one of "
+            "them a service with a readiness URL; --force) in one process, "
+            f"{seconds:.0f} s ({seconds / args.soak:.2f} s a run)\n"
         )
         print("| | at the start | at the end |")
         print("| --- | --- | --- |")
