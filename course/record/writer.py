@@ -62,7 +62,7 @@ class RunWriter:
         """Bring a reused step's transcript and files over from the run that made them."""
         step = old.record.step(step_id)
         if step.transcript:
-            shutil.copyfile(old.folder / step.transcript, self.folder / f"steps/{step_id}.txt")
+            shutil.copyfile(old.inside(step.transcript), self.folder / f"steps/{step_id}.txt")
         source = old.folder / "files" / step_id
         if source.is_dir():
             shutil.copytree(source, self.folder / "files" / step_id)

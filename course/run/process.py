@@ -242,8 +242,8 @@ def become_subreaper() -> None:
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass  # not Linux: orphans go to init, as usual
+    except (ImportError, OSError, AttributeError):
+        pass  # not Linux (or no ctypes): orphans go to init, as usual
 
 
 def reap_group(pgid: int) -> None:

@@ -38,7 +38,7 @@ from .options import Interrupted, Options
 from .plan import Plan, StepPlan, gpu_refusal, make_plan
 from .process import become_subreaper
 from .signals import signals_as_interrupt
-from .steps import TAIL_LINES, Context, end_services, execute, kill_services
+from .steps import TAIL_LINES, Context, end_services, execute, inside, kill_services
 from .target import ConnectionLost, Host, HostReport, Target
 from .terminal import clean, tail
 
@@ -347,7 +347,12 @@ def _reuse(ctx: Context, sp: StepPlan) -> None:
     ctx.writer.copy_step(sp.source, sp.step.id)
     # what the step produced is put back, so later steps find it
     for kept in old.files:
-        target = ctx.ws.local / kept.path
+        target = inside(ctx.ws.local, kept.path)
+        if target is None:
+            raise RunError(
+                f"run {sp.source.run_id}: step '{sp.step.id}' kept {kept.path!r}, which leads "
+                "outside the lab folder; run the step again with --force"
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(sp.source.kept_file(sp.step.id, kept.path), target)
     ctx.ws.push([kept.path for kept in old.files])

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
-from support import CourseRun
+import pytest
+from support import LESSON, RUN, SITE_FIXTURE, CourseRun
 
+from course.errors import RecordError
 from course.record.store import Store
 
 LAB = "echo-server"
@@ -84,3 +88,20 @@ def test_a_lesson_is_a_name_under_lab(project: Path, course: CourseRun, tmp_path
     assert not list(tmp_path.rglob("pwned"))
     done = course("diff", "../x")
     assert done.returncode == 1 and "'../x' is not a lesson name" in done.stderr
+
+
+def test_a_record_cannot_send_a_reader_outside_its_folder(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    shutil.copytree(SITE_FIXTURE / "build", build)
+    path = build / LESSON / RUN / "run.json"
+    data = json.loads(path.read_text())
+    data["steps"][0]["transcript"] = "../../../../../../etc/hostname"
+    path.write_text(json.dumps(data))
+    run = Store(build).get(LESSON, RUN)
+    step = data["steps"][0]["id"]
+    with pytest.raises(
+        RecordError, match=r"the path '\.\./.*/etc/hostname' it names leads outside"
+    ):
+        run.transcript(step)
+    with pytest.raises(RecordError, match="leads outside"):
+        run.kept_file(step, "../../../../x")
