@@ -304,7 +304,7 @@ def diff(
 @reports_errors
 def check(root: Path) -> None:
     """Check every page's values and claims against the records, without building HTML."""
-    from .site import check_or_fail, pinned_behind
+    from .site import check_or_fail, check_warnings, pinned_behind
 
     warn_damaged(root)
     count = check_or_fail(root)
@@ -312,6 +312,8 @@ def check(root: Path) -> None:
         f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim "
         "holds"
     )
+    for warning in check_warnings(root):
+        stderr.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     for page, pinned, newest in pinned_behind(root):
         stderr.print(
             f"[yellow]pinned behind:[/] {page} uses run {pinned}; its lesson's newest good run is "

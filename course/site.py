@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .errors import CourseError, PageError
 from .package.lessons import package_lessons
+from .pages.checks import position_warning
 from .pages.choose import ChosenPage, lesson_page_runs
 from .pages.context import Problem
 from .pages.lessons import scan
@@ -161,6 +162,22 @@ def check_site(root: Path) -> tuple[int, list[Problem]]:
             continue
         problems += render_page(root, entry).context.problems
     return len(pages), problems
+
+
+def check_warnings(root: Path) -> list[str]:
+    """What `course check` warns about without failing: checks a pattern can pass."""
+    warnings = []
+    for entry in scan(root / "docs"):
+        if not entry.meta.lesson:
+            continue
+        context = render_page(root, entry).context
+        try:
+            found = position_warning(context.data.checks)
+        except CourseError:
+            continue  # a broken data file is reported as a page problem already
+        if found:
+            warnings.append(f"docs/{entry.src}: {found}")
+    return warnings
 
 
 def pinned_behind(root: Path) -> list[tuple[str, str, str]]:

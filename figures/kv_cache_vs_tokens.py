@@ -34,10 +34,16 @@ def draw(fig, data):
     ax.axhline(gpu, color="black", lw=1)
     ax.axhline(usable, color="black", lw=1, ls="--")
     ax.axhline(weights_8b, color="#1f77b4", lw=1, ls=":")
-    ax.text(top / 1000, gpu, f" GPU memory, {gpu:.0f} GiB", va="bottom", ha="right", fontsize=8)
-    ax.text(top / 1000, usable, f" 90 % of it, {usable:.0f} GiB", va="top", ha="right", fontsize=8)
+    # labels at the left, above their lines, where no rising line crosses them
+    ax.text(0, gpu, f" GPU memory, {gpu:.0f} GiB", va="bottom", ha="left", fontsize=9)
+    ax.text(0, usable, f" 90 % of it, {usable:.0f} GiB", va="bottom", ha="left", fontsize=9)
     ax.text(
-        0, weights_8b, f" Qwen3-8B weights alone, {weights_8b:.1f} GiB", va="bottom", fontsize=8
+        budget_tokens / 2000,
+        weights_8b,
+        f"Qwen3-8B weights alone, {weights_8b:.1f} GiB",
+        va="bottom",
+        ha="center",
+        fontsize=9,
     )
     ax.axvline(budget_tokens / 1000, color="#1f77b4", lw=1, ls="--")
     ax.text(
@@ -45,12 +51,12 @@ def draw(fig, data):
         4,
         f"{budget_tokens / 1000:,.0f}k tokens ",
         ha="right",
-        fontsize=8,
+        fontsize=9,
         color="#1f77b4",
     )
     ax.set_xlabel("tokens held in the KV cache (thousands), all conversations together")
     ax.set_ylabel("GPU memory (GiB)")
     ax.set_xlim(0, top / 1000)
     ax.set_ylim(0, gpu * 1.08)
-    ax.legend(loc="center right", fontsize=8)
+    ax.legend(loc="center right", fontsize=9)
     ax.grid(alpha=0.3)

@@ -110,7 +110,10 @@ def _check_includes(include: list[str], folder: Path, node: yaml.Node | None) ->
 
 
 _KNOWN_KEYS: dict[str, set[str]] = {
-    "lab": {"lesson", "title", "engine", "python", "setup", "resources", "include", "steps"},
+    "lab": {
+        "lesson", "title", "engine", "python", "setup", "resources", "builds", "include",
+        "cpu_args", "steps"
+    },
     "step": {
         "id",
         "title",
@@ -119,6 +122,7 @@ _KNOWN_KEYS: dict[str, set[str]] = {
         "inputs",
         "files",
         "capture",
+        "uses",
         "run",
         "timeout",
         "start",
@@ -130,6 +134,7 @@ _KNOWN_KEYS: dict[str, set[str]] = {
     "ready": {"url", "log"},
     "setup": {"install_seconds", "download_seconds"},
     "resources": {"gpu", "count", "disk_gb"},
+    "build": {"package", "version", "command", "timeout"},
 }
 
 
@@ -176,6 +181,8 @@ def _parent_kind(loc: list[Any], in_step: bool) -> str:
         return "ready"
     if loc[0] in ("setup", "resources"):
         return str(loc[0])
+    if loc[0] == "builds":
+        return "build"
     return "step"
 
 

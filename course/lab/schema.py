@@ -105,6 +105,8 @@ class _StepBase(_Strict):
     """Files the step produces, relative to the lab folder, kept in the record."""
     capture: dict[Annotated[str, Field(pattern=VALUE_NAME)], Capture] = {}
     """Named values the step's output holds."""
+    uses: list[str] = []
+    """Builds (`builds:`) whose programs the step runs: a new release of one re-runs the step."""
 
     @field_validator("files", "inputs")
     @classmethod
@@ -183,6 +185,22 @@ class Resources(_Strict):
     """Disk size in GB (weights and caches); none: the cloud's default."""
 
 
+class Build(_Strict):
+    """A native engine built from its released source on the run's host (e.g. llama.cpp), once
+    per version and GPU kind, kept outside the record and reused by every later run there."""
+
+    package: str
+    """The package on the registry whose source distribution carries the source (llama.cpp
+    travels inside `llama-cpp-python`); `scripts/fetch-source.sh` fetches and slims it."""
+    version: str
+    """The release built by default; `course run --engine NAME==VERSION` picks another."""
+    command: str
+    """The build, run in the lab folder with $SOURCE (the source archive), $PREFIX (where the
+    programs go: $PREFIX/bin) and $DEVICE (`cuda` or `cpu`) set."""
+    timeout: float = Field(default=1800.0, gt=0)
+    """Seconds the build may take."""
+
+
 class Lab(_Strict):
     """A lesson's lab: its engine packages and its steps, in order."""
 
@@ -198,6 +216,11 @@ class Lab(_Strict):
     """Declared set-up time."""
     resources: Resources | None = None
     """The machine the lab needs when it runs in the cloud; none: CPU only, the cloud's default disk."""
+    builds: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")], Build] = {}
+    """Native engines the lab builds from source on the run's host (see `Build`)."""
+    cpu_args: str | None = None
+    """Arguments that let a GPU step's Python script run on a CPU in seconds with shrunk models
+    (e.g. `--device cpu --tiny`); START-HERE.md shows each GPU step with them, to try it first."""
     include: list[str] = []
     """Files of another lesson's lab that this lab uses, as paths from this lab's folder (e.g.
     `../kv-cache/decoder.py`): each run copies them into the scratch folder by file name, step
@@ -216,6 +239,12 @@ class Lab(_Strict):
             seen.add(step.id)
             if isinstance(step, StartStep):
                 started.add(step.id)
+            for name in step.uses:
+                if name not in self.builds:
+                    hint = suggest(name, set(self.builds))
+                    problems.append(
+                        f"step '{step.id}': uses: '{name}' is not one of the lab's builds{hint}"
+                    )
             if isinstance(step, StopStep) and step.stop not in started:
                 hint = suggest(step.stop, started)
                 problems.append(

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..record.files import sha256_file
 
 # Bump when the way a PDF is made changes, so cached PDFs are not reused.
-FORMAT = "pdf-2"
+FORMAT = "pdf-3"
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ class PrintMeta:
     """The published site's address, to make links to other pages absolute."""
     language: str = "en"
     keywords: tuple[str, ...] = ()
+    lab_zip: str = ""
+    """The lesson zip's path under the site root (`downloads/kv-cache.zip`), named on the cover."""
 
 
 @dataclass

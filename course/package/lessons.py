@@ -32,6 +32,7 @@ from ..pages.facts import (
     hands_on_seconds,
     prose_words,
     reading_minutes,
+    typing_seconds,
 )
 from ..pages.format import minutes_text
 from ..pages.lessons import read_meta
@@ -131,6 +132,7 @@ def package_page(
         site_url=site.url,
         language=site.language,
         keywords=(site.name, lab.lab.title),
+        lab_zip=f"{DOWNLOADS}/{lesson}.zip",
     )
     page_html = pdf.read_page(site_dir, page.url)
     key = page_html.key(cover, meta)
@@ -171,6 +173,7 @@ def cover_of(root: Path, src: str, run: Run, lab: LoadedLab) -> Cover:
     meta, _, body = read_meta(root / "docs" / src, f"docs/{src}")
     reading = reading_minutes(prose_words(body))
     steps, installs, downloads = hands_on_seconds(run, lab)
+    downloads += typing_seconds(lab)  # the reading-and-typing allowance counts as hands-on time
     facts = (
         (
             "Time",

@@ -20,6 +20,7 @@ import html
 import os
 import re
 import string
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -120,11 +121,25 @@ def prepare(page: Page, fallback: Cover, meta: PrintMeta) -> PrintDocument:
         keywords=attr(", ".join(meta.keywords)),
         date=attr(meta.date),
         css=template("print.css"),
-        cover=cover_html(cover, meta),
+        cover=cover_html(cover, meta) + contents_html(article),
         body=body,
         answers=answers,
     )
     return PrintDocument(html=document, base_url=SITE + meta.page_url, checks=lean.check_count)
+
+
+def contents_html(article: ET.Element) -> str:
+    """A table of contents of the page's sections (its h2 headings), each with its page number
+    (print.css draws a dotted leader and `target-counter`)."""
+    entries = []
+    for heading in article.iter("h2"):
+        anchor = heading.get("id")
+        text = " ".join("".join(heading.itertext()).split()).removesuffix("¶").strip()
+        if anchor and text:
+            entries.append(f'<li><a href="#{attr(anchor)}">{html.escape(text)}</a></li>')
+    if len(entries) < 3:
+        return ""
+    return f'<nav class="print-toc"><h2>Contents</h2><ol>{"".join(entries)}</ol></nav>'
 
 
 def cover_html(cover: Cover, meta: PrintMeta) -> str:
@@ -139,6 +154,15 @@ def cover_html(cover: Cover, meta: PrintMeta) -> str:
     note = f'<span class="print-course-name">{html.escape(meta.course)}</span>'
     if address:
         note += f' · <span class="print-page-address">{html.escape(address)}</span>'
+    download = ""
+    if meta.lab_zip:
+        where_zip = urljoin(meta.site_url, meta.lab_zip) if meta.site_url else meta.lab_zip
+        place = "" if meta.site_url else " on the course's site"
+        download = (
+            '<p class="print-cover__download">The lab, to run it yourself: '
+            f"<code>{html.escape(where_zip)}</code>{place} (its START-HERE.md walks through every "
+            "step).</p>"
+        )
     parts = [
         '<header class="print-cover">',
         f'<p class="print-cover__part">{html.escape(where)}</p>' if where else "",
@@ -147,6 +171,7 @@ def cover_html(cover: Cover, meta: PrintMeta) -> str:
         if cover.summary
         else "",
         f'<dl class="print-cover__facts">{rows}</dl>' if rows else "",
+        download,
         f'<p class="print-cover__note">{note}</p>',
         "</header>",
     ]

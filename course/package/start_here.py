@@ -3,18 +3,17 @@ what it does and the output it should print, all from the lab's recipe and the r
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..lab.load import LoadedLab
 from ..lab.schema import AnyStep, StartStep, StopStep, step_command
 from ..pages.facts import gpu_name
 from ..pages.format import day, duration
-from ..record.models import PROMPT, Run
+from ..pages.install import PYTHON, install_commands, lab_spec, pins
+from ..record.models import PROMPT, Run, Value
 
 START_HERE = "START-HERE.md"
 # Expected output longer than this is shown as its head and tail.
-HEAD_LINES = 20
-TAIL_LINES = 8
+HEAD_LINES = 40
+TAIL_LINES = 20
 LONG_LINE = 200
 
 
@@ -24,7 +23,6 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
     machine = _machine(run)
     steps = lab.lab.steps
     gpu_steps = [s for s in steps if s.needs == "gpu"]
-    versions = [f"{name}=={version}" for name, version in sorted(record.engine.items()) if version]
     lines = [
         f"# {lab.lab.title}: start here",
         "",
@@ -46,7 +44,7 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
         (
             f"Every command below runs inside `lab/`. Open a terminal in this folder and type `cd "
             "lab`. "
-            f"The steps use `{lab.lab.python}` (Python 3.11 or newer)."
+            f"The steps use `{lab.lab.python}` (Python {PYTHON} or newer)."
         ),
         "",
     ]
@@ -58,19 +56,15 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
             ),
             "",
         ]
-    requirements = _lab_requirements(lab.folder)
-    if versions or requirements:
+    if lab_spec(lab.folder) or pins(run, lab):
         lines += [
             (
-                "For the steps that use them, install the lab's requirements and the engine "
-                "packages at "
-                "the versions we recorded, in a virtual environment:"
+                "For the steps that use them, install the lab's requirements with the engine "
+                "versions we recorded, in a virtual environment, with one command:"
             ),
             "",
             "```bash",
-            "python3 -m venv .venv && . .venv/bin/activate",
-            *([f"pip install {requirements}"] if requirements else []),
-            *(["pip install " + " ".join(versions)] if versions else []),
+            *install_commands(lab, run),
             "```",
             "",
         ]
@@ -83,7 +77,7 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
         lines += [f"On our machine, {' and '.join(spent)}.", ""]
     numbers = {step.id: i for i, step in enumerate(steps, start=1)}
     for index, step in enumerate(steps, start=1):
-        lines += _step_section(step, index, len(steps), run, machine, numbers)
+        lines += _step_section(step, index, len(steps), run, machine, numbers, lab.lab.cpu_args)
     total = sum(s.seconds or 0.0 for s in record.steps)
     lines += [
         "## When you are done",
@@ -97,10 +91,28 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
     return "\n".join(lines)
 
 
+def cpu_command(step: AnyStep, cpu_args: str | None) -> str | None:
+    """A GPU step's command with the lab's CPU arguments, when it is one Python script."""
+    command = step_command(step)
+    if not cpu_args or step.needs != "gpu" or not command.startswith("python3 "):
+        return None
+    if step.uses:  # it needs a native engine built first (see the build step's commands)
+        return None
+    if any(mark in command for mark in ("&&", "|", ";", ">")):
+        return None
+    return f"{command} {cpu_args}"
+
+
 def _step_section(
-    step: AnyStep, index: int, count: int, run: Run, machine: str, numbers: dict[str, int]
+    step: AnyStep,
+    index: int,
+    count: int,
+    run: Run,
+    machine: str,
+    numbers: dict[str, int],
+    cpu_args: str | None = None,
 ) -> list[str]:
-    recorded = run.record.step(step.id)
+    recorded = next((r for r in run.record.steps if r.id == step.id), None)
     title = step.title or f"step '{step.id}'"
     mark = " (needs a GPU)" if step.needs == "gpu" else ""
     lines = [f"## Step {index} of {count}: {step.id}{mark}", ""]
@@ -134,11 +146,33 @@ def _step_section(
             "",
         ]
     lines += ["Type:", "", *_fenced(step_command(step), "bash"), ""]
+    tiny = cpu_command(step, cpu_args)
+    if tiny:
+        lines += [
+            "No GPU at hand? The same script runs on a CPU in seconds with shrunk models (its "
+            "numbers are not the page's, but every line of the output is there):",
+            "",
+            *_fenced(tiny, "bash"),
+            "",
+        ]
+    if recorded is None:
+        lines += ["Our recorded run predates this step: there is no output of ours to compare.", ""]
+        return lines
     took = duration(recorded.seconds or 0.0)
     verb = "was ready after" if isinstance(step, StartStep) else "took"
-    lines += [f"It {verb} {took} on {machine}. Expected output (from our run):", ""]
+    memory = peak_memory(recorded.values)
+    lines += [f"It {verb} {took} on {machine}{memory}. Expected output (from our run):", ""]
     lines += [*_fenced("\n".join(expected_output(run, step.id)), "text"), ""]
     return lines
+
+
+def peak_memory(values: dict[str, Value]) -> str:
+    """', and its peak GPU memory was 20.4 GiB' from the step's recorded `peak_gpu_memory` values
+    (the reserved figure when there is one: what the GPU had to hand over)."""
+    found = values.get("peak_gpu_memory_reserved") or values.get("peak_gpu_memory")
+    if found is None or found.unit != "B" or isinstance(found.value, str) or not found.value:
+        return ""
+    return f", and its peak GPU memory was {found.value / 2**30:.1f} GiB"
 
 
 def expected_output(run: Run, step_id: str) -> list[str]:
@@ -177,17 +211,3 @@ def _backtick_runs(line: str) -> list[str]:
 def _machine(run: Run) -> str:
     name = gpu_name(run)
     return f"our {name}" if name else "our machine (no GPU)"
-
-
-def _lab_requirements(folder: Path) -> str | None:
-    """How to install what the lab's pyproject.toml names: its `all` extra when it has one."""
-    path = folder / "pyproject.toml"
-    if not path.is_file():
-        return None
-    import tomllib
-
-    project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
-    extras = project.get("optional-dependencies", {})
-    if "all" in extras:
-        return "'.[all]'"
-    return "." if project.get("dependencies") or extras else None

@@ -171,3 +171,24 @@ def answer_block(check: ShownCheck, right: int) -> str:
         f"<p>The answer is <strong>{LETTERS[right]}</strong>: {check.options[right].text}</p>"
         f"{measured}<ul>{''.join(items)}</ul>{note}</details>"
     )
+
+
+def position_warning(checks: dict[str, Check]) -> str | None:
+    """A warning when every knowledge check has its right answer at the same position (a reader
+    who always picks that letter passes them all), or when the right option is always the longest.
+    """
+    knowledge = [c for c in checks.values() if c.kind == "knowledge"]
+    if len(knowledge) < 2:
+        return None
+    places = {next(i for i, o in enumerate(c.options) if o.right) for c in knowledge}
+    if len(places) == 1:
+        letter = LETTERS[places.pop()]
+        return f"every knowledge check has its right answer at {letter}: spread them"
+    longest = [
+        max(range(len(c.options)), key=lambda i: len(c.options[i].text))
+        == next(i for i, o in enumerate(c.options) if o.right)
+        for c in knowledge
+    ]
+    if all(longest):
+        return "in every knowledge check the right answer is the longest option: vary the lengths"
+    return None

@@ -85,6 +85,16 @@ def reading_minutes(words: int) -> int:
     return max(1, math.ceil(words / WORDS_PER_MINUTE))
 
 
+TYPING_SECONDS_PER_STEP = 60.0
+"""What a learner spends on each step besides the machine's time: reading what it does, typing
+its command, reading its output (one minute a step, a rounded guess stated on the page)."""
+
+
+def typing_seconds(lab: LoadedLab | None) -> float:
+    """The reading-and-typing allowance of a lab: one minute for each of its steps."""
+    return TYPING_SECONDS_PER_STEP * len(lab.lab.steps) if lab is not None else 0.0
+
+
 def hands_on_seconds(run: Run, lab: LoadedLab | None) -> tuple[float, float, float]:
     """(steps, installs, downloads) in seconds: recorded step time plus the lab's declared
     set-up.

@@ -20,7 +20,8 @@ def lesson_header(page: PageContext, markdown: str) -> str:
     meta = page.meta
     run = page.run
     steps, install, download = facts.hands_on_seconds(run, page.lab)
-    hands_on = steps + install + download
+    typing = facts.typing_seconds(page.lab)
+    hands_on = steps + install + download + typing
     words = facts.prose_words(markdown)
     gpu = facts.gpu_name(run)
     cost, prices = facts.cost_text(facts.load_prices(page.root), gpu, hands_on)
@@ -36,8 +37,10 @@ def lesson_header(page: PageContext, markdown: str) -> str:
             "Hands-on",
             f"{minutes_text(hands_on)}: the recorded steps took "
             f"{minutes_text(steps).removeprefix('about ')}, plus "
-            f"{minutes_text(install).removeprefix('about ')} of installs and "
-            f"{minutes_text(download).removeprefix('about ')} of downloads",
+            f"{minutes_text(install).removeprefix('about ')} of installs, "
+            f"{minutes_text(download).removeprefix('about ')} of downloads and "
+            f"{minutes_text(typing).removeprefix('about ')} to read and type each step "
+            "(a minute a step)",
         ),
         facts.fact_row(
             "Hardware and cost",

@@ -134,7 +134,12 @@ def value(
     if q.sources != (expression.strip(),):
         expr = f' data-expr="{html.escape(expression, quote=True)}"'
     source = html.escape(sources, quote=True)
-    return f'<span class="course-value" data-source="{source}"{expr}>{shown}</span>'
+    steps = sorted({s.split(".", 1)[0] for s in q.sources})
+    said = (
+        f"measured in run {ctx.run.run_id}, step{'s' if len(steps) > 1 else ''} {', '.join(steps)}"
+    )
+    title = f' title="{html.escape(said, quote=True)}"'
+    return f'<span class="course-value" data-source="{source}"{expr}{title}>{shown}</span>'
 
 
 @macro

@@ -19,6 +19,7 @@ import jinja2
 from ..record.models import Run
 from . import facts
 from . import history as _history  # noqa: F401 - registers provenance() and run_history()
+from . import install as _install  # noqa: F401 - registers get_files()
 from .claims import plain_text
 from .context import PageContext
 from .faq import jsonld
@@ -130,7 +131,8 @@ def structured_data(ctx: PageContext, words: int) -> str:
     try:
         steps, install, download = facts.hands_on_seconds(ctx.run, ctx.lab)
         faq = [(e.q, plain_text(render_text(ctx, e.a))) for e in ctx.data.faq]
-        seconds = steps + install + download + 60 * facts.reading_minutes(words)
+        typing = facts.typing_seconds(ctx.lab)
+        seconds = steps + install + download + typing + 60 * facts.reading_minutes(words)
         return jsonld(
             ctx.meta.title or ctx.lesson,
             ctx.meta.summary or "",

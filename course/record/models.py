@@ -85,7 +85,7 @@ class StepRecord(_Model):
     """One step of a run."""
 
     id: str
-    kind: Literal["run", "start", "stop"]
+    kind: Literal["run", "start", "stop", "build"]
     title: str | None = None
     command: str
     needs: str | None = None

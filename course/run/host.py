@@ -30,14 +30,28 @@ print(json.dumps(out))
 """
 
 
-def gpu_facts() -> dict[str, Any] | None:
-    """The first GPU as nvidia-smi reports it (name, memory, driver, CUDA, count), or None."""
+def visible(rows: list[list[str]], setting: str | None) -> list[list[str]]:
+    """The nvidia-smi rows (index first) a process sees under CUDA_VISIBLE_DEVICES (by index or
+    UUID); all rows when it is unset."""
+    if setting is None:
+        return rows
+    wanted = [w.strip() for w in setting.split(",") if w.strip()]
+    return [r for w in wanted for r in rows if w in (r[0], r[-1])]
+
+
+def gpu_facts(env: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The first GPU the steps see, as nvidia-smi reports it (name, memory, driver, CUDA, count of
+    GPUs the steps see), or None. CUDA_VISIBLE_DEVICES (in `env`, else here) narrows the count."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
     try:
         query = subprocess.run(
-            [smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
+            [
+                smi,
+                "--query-gpu=index,name,memory.total,driver_version,uuid",
+                "--format=csv,noheader,nounits",
+            ],
             capture_output=True,
             text=True,
             timeout=30,
@@ -51,9 +65,11 @@ def gpu_facts() -> dict[str, Any] | None:
     rows = [
         [c.strip() for c in line.split(",")] for line in query.strip().splitlines() if line.strip()
     ]
-    if not rows or len(rows[0]) < 3:
+    setting = (env or {}).get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    rows = visible([r for r in rows if len(r) >= 5], setting)
+    if not rows:
         return None
-    name, memory, driver = rows[0][:3]
+    name, memory, driver = rows[0][1:4]
     cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)
     return {
         "name": name,
@@ -145,7 +161,7 @@ def collect(
 ) -> dict[str, Any]:
     """Every fact a run records about its host: `gpu`, `engine`, `python` and the `host` block."""
     with ThreadPoolExecutor(max_workers=2) as pool:  # both start a process: let them overlap
-        gpu_query = pool.submit(gpu_facts)
+        gpu_query = pool.submit(gpu_facts, env)
         engine, python_version = engine_versions(python, packages, cwd, env)
         gpu = gpu_query.result()
     return {

@@ -71,10 +71,12 @@ def hash_step(
     else:
         found = expand_inputs(loaded.folder, step.inputs, list(loaded.included))
         names = sorted({m for ms in found.values() for m in ms})
+    builds = loaded.lab.builds
     parts = HashParts(
         definition=definition,
         inputs={n: file_hashes[n] for n in names},
-        engine=engine,
+        # a build's release counts only for the steps that run its programs
+        engine={k: v for k, v in engine.items() if k not in builds or k in step.uses},
         gpu=gpu,
     )
     return _digest(parts.model_dump(mode="json")), parts

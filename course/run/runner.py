@@ -26,42 +26,33 @@ from ..lab.load import LoadedLab, load_lab
 from ..lab.schema import step_command, step_kind
 from ..record.files import now_iso
 from ..record.models import Failure, Record, Run, RunStatus, Setup, StepRecord
-from ..record.store import LESSON_NAME, Store
+from ..record.store import Store
 from ..record.writer import RunWriter
+from .builds import ensure, record_step, releases, split_engine_specs, step_env
 from .display import Display, summary_table
 from .engines import overlay
 from .host import gpu_slug
 from .install import install_command, lab_requirements
+from .lessons import lab_path
 from .lock import lesson_lock
 from .masking import Redactor
 from .options import Interrupted, Options
 from .plan import Plan, StepPlan, gpu_refusal, make_plan
 from .process import become_subreaper
 from .signals import signals_as_interrupt
-from .steps import TAIL_LINES, Context, end_services, execute, inside, kill_services
+from .steps import (
+    TAIL_LINES,
+    Context,
+    end_services,
+    execute,
+    inside,
+    kill_services,
+    mark_failed,
+)
 from .target import ConnectionLost, Host, HostReport, Target
 from .terminal import clean, tail
 
 TargetFactory = Callable[[str | None], Target]
-
-
-def lab_path(root: Path, lesson: str) -> Path:
-    """Where a lesson's recipe lives; RunError unless the lesson is a name that names a folder
-    under lab/ (a path that leaves lab/, through '..' or a link, is refused)."""
-    labs = root / "lab"
-    known = ", ".join(sorted(p.parent.name for p in labs.glob("*/lab.yml"))) or "none"
-    if not LESSON_NAME.match(lesson):
-        raise RunError(
-            f"'{lesson}' is not a lesson name: expected lowercase letters, digits and '-', naming "
-            f"a folder under lab/ (lessons: {known})"
-        )
-    path = labs / lesson / "lab.yml"
-    if path.exists() and not path.resolve().is_relative_to(labs.resolve()):
-        raise RunError(
-            f"lab/{lesson}/lab.yml leads outside lab/ (to {path.resolve()}); a lab is run only "
-            "from its own folder under lab/"
-        )
-    return path
 
 
 def run_lesson(
@@ -80,14 +71,16 @@ def run_lesson(
     if resumed is not None and on is None:
         on = resumed.record.options.get("on")  # the host the resumed run ran on
     extra_env: dict[str, str] = {}
-    if options.engine:
-        if on not in (None, "local"):
-            raise RunError("--engine works for runs on this machine only (not with --on)")
-        folder = overlay(root, loaded.lab.python, options.engine, options.wheels)
+    asked, pip_specs = split_engine_specs(loaded, options.engine)
+    if (options.engine or loaded.lab.builds) and on not in (None, "local"):
+        raise RunError("--engine and builds work for runs on this machine only (not with --on)")
+    if pip_specs:
+        folder = overlay(root, loaded.lab.python, pip_specs, options.wheels)
         before = os.environ.get("PYTHONPATH")
         extra_env["PYTHONPATH"] = str(folder) + (os.pathsep + before if before else "")
+    versions = releases(loaded, asked)
     with targets(on).connect() as host:
-        return _run_on(host, root, loaded, store, resumed, options, console, extra_env)
+        return _run_on(host, root, loaded, store, resumed, options, console, extra_env, versions)
 
 
 def _resumed_run(store: Store, lesson: str, console: Console) -> Run:
@@ -114,6 +107,7 @@ def _run_on(
     options: Options,
     console: Console,
     extra_env: dict[str, str],
+    versions: dict[str, str],
 ) -> Run | Plan | None:
     lab, lesson = loaded.lab, loaded.lab.lesson
     step_envs = {k: v for s in lab.steps for k, v in getattr(s, "env", {}).items()}
@@ -123,7 +117,8 @@ def _run_on(
         query = pool.submit(host.facts, lab.python, lab.engine, loaded.folder, extra_env)
         history = [resumed] if resumed is not None else store.runs(lesson)
         facts = query.result()
-    plan = _plan(loaded, history, facts, options)
+    engine = {**facts.engine, **versions}
+    plan = _plan(loaded, history, engine, facts, options)
     refusal = gpu_refusal(loaded, plan, facts.host.gpu is not None, host.label)
     if options.dry_run:
         if refusal:
@@ -137,7 +132,8 @@ def _run_on(
     if options.setup:
         setup = _setup(host, loaded, options, console, redact)
         facts = host.facts(lab.python, lab.engine, loaded.folder, extra_env)  # what it installed
-        plan = _plan(loaded, history, facts, options)
+        engine = {**facts.engine, **versions}
+        plan = _plan(loaded, history, engine, facts, options)
         refusal = gpu_refusal(loaded, plan, facts.host.gpu is not None, host.label)
         if refusal:
             raise RunError(f"refused after --setup, no step was run: {refusal}")
@@ -155,11 +151,12 @@ def _run_on(
     with signals_as_interrupt(console) as signals:
         with lesson_lock(store, lesson, _say(console)) as lock:
             gpu = facts.host.gpu.model_dump() if facts.host.gpu else None
-            run_id = store.new_run_id(lesson, started, gpu_slug(gpu))
+            slug = gpu_slug(gpu)
+            run_id = store.new_run_id(lesson, started, slug)
             record = Record(
                 lesson=lesson, title=lab.title, run_id=run_id, status="running", started=now_iso(),
                 lab_file=f"lab/{lesson}/lab.yml",
-                host=facts.host.model_copy(update={"setup": setup}), engine=facts.engine,
+                host=facts.host.model_copy(update={"setup": setup}), engine=engine,
                 options={"force": options.force, "only": options.only, "from": options.from_step,
                          "on": host.label, "resume": resumed.run_id if resumed else None,
                          "engine": list(options.engine)},
@@ -174,6 +171,9 @@ def _run_on(
                 ctx.track = lambda proc: lock.group(*proc.group) if proc.group else None
                 failure: Failure | None = None
                 try:
+                    used = {name for sp in plan.to_run for name in sp.step.uses}
+                    wanted = {n: v for n, v in versions.items() if n in used}
+                    _build(ctx, root, wanted, slug, options.wheels)
                     _execute(ctx, plan)
                     end_services(ctx)
                 except StepFailed as exc:
@@ -252,10 +252,16 @@ def _current(record: Record) -> str | None:
     return record.steps[-1].id if record.steps else None
 
 
-def _plan(loaded: LoadedLab, history: list[Run], facts: HostReport, options: Options) -> Plan:
+def _plan(
+    loaded: LoadedLab,
+    history: list[Run],
+    engine: dict[str, str | None],
+    facts: HostReport,
+    options: Options,
+) -> Plan:
     gpu_name = facts.host.gpu.name if facts.host.gpu else "none"
     return make_plan(
-        loaded, history, facts.engine, gpu_name,
+        loaded, history, engine, gpu_name,
         force=options.force, only=options.only, from_step=options.from_step,
     )  # fmt: skip
 
@@ -284,6 +290,25 @@ def _base_record(sp: StepPlan, redact: Redactor, status: str) -> StepRecord:
             "hash_parts": sp.parts,
         }  # fmt: skip
     )
+
+
+def _build(
+    ctx: Context, root: Path, versions: dict[str, str], gpu: str, wheels: Path | None
+) -> None:
+    """Make (or reuse) every build the lab names; record each; put its programs on the PATH."""
+    built = []
+    for name, version in versions.items():
+        made = ensure(root, ctx.loaded, name, version, gpu, ctx.host, ctx.ws, ctx.base_env,
+                      ctx.display, wheels)  # fmt: skip
+        build = ctx.loaded.lab.builds[name]
+        ctx.writer.record.steps.append(record_step(made, build, ctx.writer, ctx.redact))
+        ctx.writer.save()
+        built.append(made)
+    extra = step_env(built)
+    if extra:
+        paths = extra.pop("COURSE_BUILD_PATH")
+        ctx.base_env["PATH"] = paths + os.pathsep + ctx.base_env.get("PATH", os.defpath)
+        ctx.base_env.update(extra)
 
 
 def _execute(ctx: Context, plan: Plan) -> None:
@@ -316,7 +341,7 @@ def _execute(ctx: Context, plan: Plan) -> None:
             except ConnectionLost as exc:
                 raise ctx.fail(step.id, str(exc), exc.output) from None
         except StepFailed as exc:
-            _failed(ctx, rec, exc)
+            mark_failed(ctx, rec, exc)
             raise
         except Interrupted as exc:
             rec.error = f"interrupted ({exc}) while the step ran"
@@ -328,17 +353,6 @@ def _execute(ctx: Context, plan: Plan) -> None:
             rec.seconds = round(time.monotonic() - t0, 3)
         rec.status = "ok"
         ctx.writer.save()
-
-
-def _failed(ctx: Context, rec: StepRecord, exc: StepFailed) -> None:
-    """Put a step's failure in its record: the step named by the error (a service that died while
-    another step ran, a service whose captures failed at its stop) and the step that was running."""
-    record = ctx.writer.record
-    owner = next((r for r in record.steps if r.id == exc.step_id), None)
-    if owner is not None:
-        owner.status, owner.error = "failed", exc.what
-    if owner is not rec:
-        rec.error = f"ended because step '{exc.step_id}' failed: {exc.what}"
 
 
 def _reuse(ctx: Context, sp: StepPlan) -> None:

@@ -103,6 +103,17 @@ def kind(
     return register
 
 
+def mark_failed(ctx: Context, rec: StepRecord, exc: StepFailed) -> None:
+    """Put a step's failure in its record: the step named by the error (a service that died while
+    another step ran, a service whose captures failed at its stop) and the step that was running."""
+    record = ctx.writer.record
+    owner = next((r for r in record.steps if r.id == exc.step_id), None)
+    if owner is not None:
+        owner.status, owner.error = "failed", exc.what
+    if owner is not rec:
+        rec.error = f"ended because step '{exc.step_id}' failed: {exc.what}"
+
+
 def execute(ctx: Context, step: AnyStep, rec: StepRecord) -> None:
     """Run one step through the function registered for its kind."""
     STEP_KINDS[step_kind(step)](ctx, step, rec)

@@ -7,7 +7,7 @@ its buffers on first use, so we ask it to allocate them now and read PyTorch's a
 counters before and after.
 
     python3 gpu_check.py                      # both models, random weights
-    python3 gpu_check.py --weights Qwen/Qwen3-0.6B --models qwen3-0_6b
+    python3 gpu_check.py --weights Qwen/Qwen3-0.6B   # one model, real weights
     python3 gpu_check.py --device cpu --tiny  # a quick run without a GPU
 """
 
@@ -15,20 +15,27 @@ from __future__ import annotations
 
 import argparse
 import gc
+import weakref
 from typing import Any
 
 import torch
 from transformers import StaticCache
 
 from kvlab import (
+    BF16_BYTES,
     MODELS,
+    GpuMemory,
     add_device_args,
     build_model,
     check,
     describe,
     human,
     kv_bytes_per_token,
+    model_key,
+    model_name,
     pick_device,
+    release,
+    weight_bytes_on_paper,
     write_results,
 )
 
@@ -74,53 +81,96 @@ def reserve(model: Any, cfg: dict[str, Any], tokens: int, device: torch.device) 
     }
 
 
+def repeat_bytes(cfg: dict[str, Any], tokens: int) -> int:
+    """Bytes of one layer's keys and values repeated for every query head: transformers' attention
+    does that, for the length of the whole cache, when a mask hides its unused positions."""
+    if cfg["num_attention_heads"] == cfg["num_key_value_heads"]:
+        return 0
+    return 2 * tokens * cfg["num_attention_heads"] * cfg["head_dim"] * BF16_BYTES
+
+
+def check_model(
+    folder: str, name: str, args: argparse.Namespace, device: torch.device, counts: list[int]
+) -> tuple[dict[str, Any], int, str, Any]:
+    """Reserve each cache for one model; return its row, its peak on paper (and how that sum is
+    made up), and a weak reference to the model, which must be gone once this returns."""
+    model, cfg, how = build_model(folder, device, args.tiny, args.weights)
+    weights = sum(p.nbytes for p in model.parameters())
+    per_token = kv_bytes_per_token(cfg)
+    print(f"\n{name}: {how}")
+    print(f"  weights: {weights:,} B ({human(weights)}); on paper {per_token:,} B per token")
+    print(
+        f"  {'tokens':>8}  {'on paper (B)':>27}  {'allocated (B)':>15}  {'reserved (B)':>15}"
+        f"  {'difference':>10}"
+    )
+    row: dict[str, Any] = {"weights": how, "weight_bytes": weights, "bytes_per_token": per_token}
+    for tokens in counts:
+        paper = tokens * per_token
+        got = reserve(model, cfg, tokens, device)
+        extra = got["allocated"] - paper
+        print(
+            f"  {tokens:>8,}  {paper:>15,} {'(' + human(paper) + ')':>11}  {got['allocated']:>15,}"
+            f"  {got['reserved']:>15,}  {extra:>8,} B"
+        )
+        check(
+            got["tensors"] == paper,
+            f"the cache's tensors hold {got['tensors']:,} B, not {paper:,} B",
+        )
+        check(
+            0 <= extra < 2**20,
+            f"the allocator took {got['allocated']:,} B for a cache of {paper:,} B on paper",
+        )
+        for what in ("paper", "allocated", "reserved"):
+            value = paper if what == "paper" else got[what]
+            row.setdefault(f"{what}_bytes", {})[str(tokens)] = value
+    if device.type == "cuda":
+        layers = cfg["num_hidden_layers"]
+        print(
+            f"  allocated - paper: {extra:,} B = {extra / layers:,.0f} B per layer, the cache's own"
+            " small bookkeeping tensors (the allocator's smallest block is 512 B)"
+        )
+        print(
+            "  reserved counts whole segments: blocks of 1 to 10 MiB are cut from 20 MiB"
+            " segments, larger ones rounded up to 2 MiB"
+        )
+    # The largest moment: the weights, the largest cache, and attention's repeated keys and values.
+    on_paper = weight_bytes_on_paper(cfg), counts[-1] * per_token, repeat_bytes(cfg, counts[-1])
+    what = (
+        f"weights of {name} {human(on_paper[0])} + its {counts[-1]:,}-token cache"
+        f" {human(on_paper[1])} + one layer's keys and values repeated for each query head"
+        f" {human(on_paper[2])}"
+    )
+    return row, sum(on_paper), what, weakref.ref(model)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_device_args(parser)
-    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--weights", help="a Hugging Face model id or local folder with weights")
+    parser.add_argument("--models", nargs="*", choices=list(MODELS), help="default: both")
     args = parser.parse_args()
+    check(not (args.weights and args.models), "give --weights or --models, not both")
     device = pick_device(args.device)
     print(describe(device))
+    memory = GpuMemory(device)
     counts = TINY_TOKEN_COUNTS if args.tiny else TOKEN_COUNTS
     results: dict[str, Any] = {"device": device.type}
-
-    for key in args.models:
-        model, cfg, how = build_model(MODELS[key], device, args.tiny, args.weights)
-        weights = sum(p.nbytes for p in model.parameters())
-        per_token = kv_bytes_per_token(cfg)
-        print(f"\n{MODELS[key]}: {how}")
-        print(f"  weights: {weights:,} B ({human(weights)}); on paper {per_token:,} B per token")
-        print(f"  {'tokens':>8}  {'on paper (B)':>27}  {'allocated (B)':>15}  {'reserved (B)':>15}  {'difference':>10}")
-        row: dict[str, Any] = {"weights": how, "weight_bytes": weights, "bytes_per_token": per_token}
-        for tokens in counts:
-            paper = tokens * per_token
-            got = reserve(model, cfg, tokens, device)
-            extra = got["allocated"] - paper
-            print(
-                f"  {tokens:>8,}  {paper:>15,} {'(' + human(paper) + ')':>11}  {got['allocated']:>15,}"
-                f"  {got['reserved']:>15,}  {extra:>8,} B"
-            )
-            check(got["tensors"] == paper, f"the cache's tensors hold {got['tensors']:,} B, not {paper:,} B")
-            check(
-                0 <= extra < 2**20,
-                f"the allocator took {got['allocated']:,} B for a cache of {paper:,} B on paper",
-            )
-            for name in ("paper", "allocated", "reserved"):
-                value = paper if name == "paper" else got[name]
-                row.setdefault(f"{name}_bytes", {})[str(tokens)] = value
-        layers = cfg["num_hidden_layers"]
-        if device.type == "cuda":
-            print(f"  allocated - paper: {extra:,} B = {extra / layers:,.0f} B per layer, the cache's own small"
-                  " bookkeeping tensors (the allocator's smallest block is 512 B)")
-            print("  reserved counts whole segments: blocks of 1 to 10 MiB are cut from 20 MiB"
-                  " segments, larger ones rounded up to 2 MiB")
-        results[key] = row
-        del model
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-
+    if args.weights:  # one model, named by its weights
+        todo = {model_key(args.weights): ("", model_name("", args.weights))}
+    else:
+        todo = {key: (MODELS[key], MODELS[key]) for key in args.models or MODELS}
+    peaks = []
+    for key, (folder, name) in todo.items():
+        results[key], paper, what, gone = check_model(folder, name, args, device, counts)
+        allocated, reserved = memory.phase()
+        results[key]["peak_gpu_memory"] = {
+            "allocated": allocated,
+            "reserved": reserved,
+            "paper": paper,
+        }
+        peaks.append((paper, what))
+        # Free this model before the next is built: only one set of weights at a time.
+        results[key]["left_after_free_bytes"] = release(device, name, gone)
+    results["peak_gpu_memory"] = memory.report(*max(peaks))
     print(f"\nwrote {write_results('gpu_check', results)}")
 
 

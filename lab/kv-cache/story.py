@@ -6,9 +6,12 @@ The log is produced from a fixed random seed, so every run sends exactly the sam
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-SYSTEM = "You are a careful assistant. Answer from the document the user gives you and name the day."
+SYSTEM = (
+    "You are a careful assistant. Answer from the document the user gives you and name the day."
+)
 QUESTION = "On which day did the most rain fall at the station, and how much was it?"
 FOLLOW_UP = "Thank you. On which day was the main sand filter last replaced, and by whom?"
 
@@ -46,7 +49,9 @@ def make_document(tokens: int, count: Callable[[str], int]) -> tuple[str, dict[s
         day += 1
         crew = rng.choice(CREW)
         weather = rng.choice(WEATHER)
-        rain = round(rng.uniform(0.5, 38.0), 1) if "rain" in weather or "drizzle" in weather else 0.0
+        rain = (
+            round(rng.uniform(0.5, 38.0), 1) if "rain" in weather or "drizzle" in weather else 0.0
+        )
         pump = rng.choice(PUMPS)
         hours = round(rng.uniform(2.0, 11.5), 1)
         volume = int(hours * rng.uniform(38, 52))
@@ -57,7 +62,9 @@ def make_document(tokens: int, count: Callable[[str], int]) -> tuple[str, dict[s
             f" {crew} {chores[0].format(pump=pump)} and {chores[1].format(pump=pump)}."
         )
         if day % 9 == 4:
-            entry += f" {crew} replaced the main sand filter; the old one had clogged at the bottom."
+            entry += (
+                f" {crew} replaced the main sand filter; the old one had clogged at the bottom."
+            )
             filter_change = {"day": day, "crew": crew}
         if rain > wettest["mm"]:
             wettest = {"day": day, "mm": rain, "crew": crew}

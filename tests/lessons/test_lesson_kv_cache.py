@@ -74,9 +74,7 @@ def test_the_lesson_page_is_built_from_the_newest_good_run(site: tuple[Path, str
     older = {
         s.split("/")[0] for s in sources if "/" in s and not s.startswith(("lab/", newest.run_id))
     }
-    assert older == {r.run_id for r in Store(REPO / "build").runs("kv-cache")} - {
-        newest.run_id
-    }  # run history
+    assert older == set()  # the run history belongs to the authors' pages, not the lesson
     assert "course-error" not in html
     assert html.count('class="course-check') >= 9
     assert (site_dir / "downloads" / "kv-cache.pdf").is_file() and (
@@ -113,3 +111,127 @@ def test_axe_finds_nothing_serious_on_the_kv_cache_page(
         if v["impact"] in ("serious", "critical")
     ]
     assert serious == [], "\n".join(serious)
+
+
+INSTALL = re.compile(r"^\s*(?:\$\s*)?pip install (.+)$", re.MULTILINE)
+
+
+def install_lines(text: str) -> list[list[str]]:
+    """Every `pip install …` line of a text, as its arguments (quotes removed)."""
+    import shlex
+
+    return [shlex.split(m.group(1).split("#")[0]) for m in INSTALL.finditer(text)]
+
+
+def test_every_install_line_names_real_extras_and_the_recorded_versions(
+    site: tuple[Path, str],
+) -> None:
+    import html as html_module
+    import tomllib
+    import zipfile
+
+    site_dir, _ = site
+    run = Store(REPO / "build").newest_good("kv-cache")
+    assert run is not None
+    recorded = {f"{n}=={v}" for n, v in run.record.engine.items() if v}
+    pyproject = tomllib.loads((REPO / "lab/kv-cache/pyproject.toml").read_text(encoding="utf-8"))
+    extras = set(pyproject["project"]["optional-dependencies"])
+    page = html_module.unescape(
+        re.sub(r"<[^>]+>", "", (site_dir / PAGE / "index.html").read_text(encoding="utf-8"))
+    )
+    with zipfile.ZipFile(site_dir / "downloads" / "kv-cache.zip") as archive:
+        start = archive.read("kv-cache/START-HERE.md").decode("utf-8")
+    readme = (REPO / "lab/kv-cache/README.md").read_text(encoding="utf-8")
+    sources = {"page": page, "START-HERE.md": start, "lab README": readme}
+    seen = 0
+    for where, text in sources.items():
+        for args in install_lines(text):
+            seen += 1
+            for arg in args:
+                named = re.fullmatch(r"\.\[([\w,-]+)\]", arg)
+                if named:
+                    missing = set(named.group(1).split(",")) - extras
+                    assert not missing, f"{where}: pip install {arg}: no extra {missing}"
+                elif "==" in arg:
+                    assert arg in recorded, f"{where}: {arg} is not the recorded {recorded}"
+    # the page and START-HERE install the lab and pin every recorded engine in one command
+    for where in ("page", "START-HERE.md"):
+        lines = install_lines(sources[where])
+        assert any(".[all]" in a and recorded <= set(a) for a in lines), where
+    assert seen >= 3
+    # START-HERE.md quotes each GPU step's peak GPU memory from the same record
+    for step in ("gpu-check", "prefix-reuse", "decode-speed"):
+        peak = run.record.step(step).values["peak_gpu_memory_reserved"].value
+        section = start.split(f": {step}")[1].split("## Step")[0]
+        assert f"its peak GPU memory was {float(peak) / 2**30:.1f} GiB" in section, step
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_nothing_overflows_the_page_and_terminals_fit_at_1280(
+    site: tuple[Path, str], width: int
+) -> None:
+    from playwright import sync_api
+
+    _, base = site
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto(base + PAGE)
+        widths = page.evaluate(
+            """() => {
+              const W = document.documentElement.clientWidth;
+              const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+              const outside = [];
+              for (const el of document.querySelectorAll('article *')) {
+                let box = el.parentElement, inScroller = false;
+                while (box && box !== document.body) {
+                  if (scrolls(box)) { inScroller = true; break; }
+                  box = box.parentElement;
+                }
+                if (!inScroller && el.getBoundingClientRect().right > W + 1)
+                outside.push(el.tagName);
+              }
+              const pres = [...document.querySelectorAll('.course-terminal pre')];
+              return {page: document.documentElement.scrollWidth, W, outside,
+                      cut: pres.filter(p => p.scrollWidth > p.clientWidth + 1).length};
+            }"""
+        )
+        browser.close()
+    assert widths["page"] <= widths["W"] and widths["outside"] == []
+    if width == 1280:  # a lab's lines (100 columns) fit a terminal block whole on a laptop
+        assert widths["cut"] == 0
+
+
+def test_a_learner_without_a_gpu_follows_start_here_to_the_end(
+    site: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Every command START-HERE.md gives for a step, run in the unzipped lab on this CPU machine:
+    the plain command of a CPU step, the shrunk `--device cpu --tiny` one of a GPU step."""
+    import sys
+    import zipfile
+
+    site_dir, _ = site
+    with zipfile.ZipFile(site_dir / "downloads" / "kv-cache.zip") as archive:
+        archive.extractall(tmp_path)
+        start = archive.read("kv-cache/START-HERE.md").decode("utf-8")
+    lab = tmp_path / "kv-cache" / "lab"
+    sections = start.split("## Step ")[1:]
+    commands = []
+    for section in sections:
+        blocks = re.findall(r"```bash\n(.*?)\n```", section, re.DOTALL)
+        if "llama" in section.split("\n", 1)[0]:
+            break  # llama.cpp's steps need its programs built first: llama_slow_test.sh runs them
+        if not blocks:
+            continue  # a step that stops a service: nothing to type
+        if "(needs a GPU)" not in section.split("\n", 1)[0]:
+            commands.append(blocks[0])  # a CPU step: the command itself
+        elif len(blocks) > 1:
+            commands.append(blocks[1])  # a GPU step: its shrunk CPU form
+    assert len(commands) >= 5 and any("--device cpu --tiny" in c for c in commands)
+    for command in commands:
+        argv = command.split()
+        assert argv[0] == "python3", command
+        done = subprocess.run(
+            [sys.executable, *argv[1:]], cwd=lab, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"

@@ -173,14 +173,14 @@ def test_zip_is_stable_and_falls_back_to_source_date_epoch(
 
 
 def test_start_here_names_the_labs_own_requirements(tmp_path: Path) -> None:
-    from course.package.start_here import _lab_requirements
+    from course.pages.install import lab_spec
 
-    assert _lab_requirements(tmp_path) is None  # no pyproject.toml: nothing to install
+    assert lab_spec(tmp_path) is None  # no pyproject.toml: nothing to install
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["rich"]\n')
-    assert _lab_requirements(tmp_path) == "."
+    assert lab_spec(tmp_path) == "."
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "x"\n[project.optional-dependencies]\nall = ["torch"]\ngpu = ["torch"]\n'
     )
-    assert _lab_requirements(tmp_path) == "'.[all]'"
+    assert lab_spec(tmp_path) == ".[all]"
     repo_lab = REPO / "lab" / "kv-cache"
-    assert _lab_requirements(repo_lab) == "'.[all]'"
+    assert lab_spec(repo_lab) == ".[all]"

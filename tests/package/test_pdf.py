@@ -151,8 +151,8 @@ def test_long_lines_wrap_inside_the_page(pdf_file: Path, text: str) -> None:
 
 def test_links_stay_clickable_and_outside_addresses_show(pdf_file: Path, text: str) -> None:
     xml = poppler("pdftohtml", "-xml", "-i", "-stdout", "-q", str(pdf_file))
-    assert '<a href="https://nebius.com/prices">' in xml
-    assert "Nebius (https://nebius.com/prices)" in flat(text)
+    assert '<a href="https://www.runpod.io/pricing">' in xml
+    assert "RunPod (https://www.runpod.io/pricing)" in flat(text)
     # "Answer at the end" links to the answers, with the page they are on
     pages = poppler("pdftotext", "-layout", str(pdf_file), "-").split("\f")
     on = next(i for i, p in enumerate(pages, start=1) if "Answers to the checks" in p)
@@ -268,3 +268,10 @@ def test_a_page_without_the_lesson_header_gets_the_fallback_cover(tmp_path: Path
         'href="https://course.example.org/other/"'
         in prepare(page, Cover(title="F"), with_site).html
     )
+
+
+def test_the_cover_names_the_lab_zip_and_a_contents_page_lists_the_sections(text: str) -> None:
+    assert "The lab, to run it yourself: downloads/tiny-cache.zip" in flat(text)
+    contents = text.split("Contents", 1)[1].split("\f", 1)[0]
+    # each section heading with a dotted leader and the page it starts on
+    assert re.search(r"Questions people ask \.+ ?\d+", contents), contents

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import RUN, make_project
+from support import COURSE, RUN, make_project
 
 from course.errors import PageError
 from course.site import build_site
@@ -182,3 +182,37 @@ def test_a_missing_record_is_reported_once_per_page(tmp_path: Path) -> None:
 
     _, problems = check_site(root)
     assert [p.call for p in problems] == ["value('decode.tps')"]
+
+
+def test_check_warns_when_every_right_answer_sits_at_one_letter(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    data = root / "docs" / "part-1" / "tiny.yml"
+    second = """  why-three:
+    question: Which numbers does the cache keep?
+    options:
+      - text: Keys and values of every earlier token
+        right: true
+      - text: Only the last token's
+"""
+    data.write_text(data.read_text(encoding="utf-8").replace("faq:\n", second + "faq:\n", 1))
+    page = root / "docs" / "part-1" / "tiny.md"
+    page.write_text(page.read_text(encoding="utf-8") + '\n{{ check("why-three") }}\n')
+    done = subprocess.run(
+        [*COURSE, "--root", str(root), "check"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    warning = "docs/part-1/tiny.md: every knowledge check has its right answer at A: spread them"
+    assert warning in " ".join(done.stderr.split())
+    # moved to B, the warning goes
+    data.write_text(
+        data.read_text(encoding="utf-8").replace(
+            "      - text: Keys and values of every earlier token\n        right: true\n"
+            "      - text: Only the last token's\n",
+            "      - text: Only the last token's\n"
+            "      - text: Keys and values of every earlier token\n        right: true\n",
+        )
+    )
+    again = subprocess.run(
+        [*COURSE, "--root", str(root), "check"], capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 0 and "warning" not in again.stderr

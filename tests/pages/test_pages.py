@@ -36,7 +36,8 @@ def article(built: BuildResult, url: str) -> str:
 
 
 VALUE = re.compile(
-    r'<span class="course-value" data-source="([^"]*)"(?: data-expr="([^"]*)")?>(.*?)</span>'
+    r'<span class="course-value" data-source="([^"]*)"(?: data-expr="([^"]*)")?(?: '
+    r'title="[^"]*")?>(.*?)</span>'
 )
 
 
@@ -162,13 +163,14 @@ def test_header_facts_are_computed(built: BuildResult) -> None:
     header = text[text.index("<header") : text.index("</header>")]
     assert '<p class="course-kicker">Part 1 · Fixtures · Lesson 1.1</p>' in header
     assert "<h1>A tiny cache</h1>" in header
-    # 1.2 s + 95.3 s of steps, 240 s of installs, 300 s of downloads: 636.5 s
+    # 1.2 s + 95.3 s of steps, 240 s of installs, 300 s of downloads, 2 × 60 s of typing: 756.5 s
     assert (
-        "about 11 min: the recorded steps took 2 min, plus 4 min of installs and 5 min of downloads"
-        in header
+        "about 13 min: the recorded steps took 2 min, plus 4 min of installs, 5 min of downloads "
+        "and 2 min to read and type each step (a minute a step)" in header
     )
-    # 636.5 s at $3.50 and at $6.31 per hour
-    assert "$3.50–$6.31 per hour, so the hands-on part costs $0.62–$1.12" in header
+    # 756.5 s at $3.59 and at $4.59 per hour (RunPod, 2026-09-25)
+    assert "$3.59–$4.59 per hour, so the hands-on part costs $0.75–$0.96" in header
+    assert "RunPod</a> $3.59 (25 Sep 2026)" in header
     assert "20 November 2026, with numpy 2.3.4" in header and "NVIDIA H200" in header
     assert re.search(r"about \d+ min \([\d,]+ words\)", header)
     assert (

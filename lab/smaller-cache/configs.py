@@ -1,0 +1,182 @@
+"""Step 1: what twelve published models keep per token, worked out from their config.json files.
+
+    bytes per token (16-bit) = 2 (key and value) x layers x key-value heads x head size x 2
+    latent attention (MLA)   = layers x (kv_lora_rank + qk_rope_head_dim) x 2
+
+A sliding-window layer keeps at most `window` tokens, however long the conversation, so a
+model with window layers keeps less than bytes-per-token x tokens. For each model the
+script prints the arithmetic, the cache of one 32K and one 128K conversation, and what the
+same model would keep with one key and one value per query head (plain multi-head).
+
+Standard library only:  python3 configs.py [path/to/config.json ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from cachelab import (
+    CONVERSATION,
+    LONG_CONVERSATION,
+    MODELS,
+    Stopwatch,
+    human,
+    key_of,
+    layout_of,
+    load_config,
+    model_names,
+    release_of,
+    window_layers,
+    write_results,
+)
+
+TOKENS = [CONVERSATION, LONG_CONVERSATION]
+
+
+def report(name: str, path: Path, release: str | None) -> dict[str, Any]:
+    """Print one model's arithmetic and return its numbers (bytes, tokens)."""
+    cfg, notes = load_config(path)
+    lay = layout_of(cfg)
+    window, count, rule = window_layers(cfg)
+    context = cfg.get("max_position_embeddings")
+    per_token = lay.bytes_per_token()
+    print(
+        f"{name}" + (f" (released {release})" if release else "") + f": {lay.kind},"
+        f" {per_token:,} bytes per token ({human(per_token)})"
+    )
+    if lay.kind == "MLA":
+        print(
+            f"  = {lay.layers} layers x ({cfg['kv_lora_rank']} kv_lora_rank +"
+            f" {cfg['qk_rope_head_dim']} qk_rope_head_dim) x 2 bytes: one latent per token and layer,"
+            f" shared by all {lay.query_heads} heads"
+        )
+    else:
+        print(
+            f"  = 2 x {lay.layers} layers x {lay.kv_heads} kv heads x {lay.head_dim} head size x 2 bytes"
+            f" ({lay.query_heads} query heads)"
+        )
+    mha = lay.bytes_per_token_mha()
+    if lay.kind == "MHA":
+        print("  (multi-head already: one key and one value per query head)")
+    else:
+        print(
+            f"  with one uncompressed key and value per query head: {mha:,} B per token,"
+            f" {mha / per_token:.1f}x as much"
+        )
+    if window:
+        print(f"  sliding window of {window:,} tokens on {count} of {lay.layers} layers ({rule})")
+    for note in notes:
+        print(f"  note: {note}")
+    sizes, beyond = {}, {}
+    for tokens in TOKENS:
+        size = lay.cache_bytes(tokens)
+        sizes[str(tokens)], beyond[str(tokens)] = size, bool(context and tokens > context)
+        flag = f"  beyond its {context:,}-token context" if beyond[str(tokens)] else ""
+        print(
+            f"  {tokens:>9,} tokens: {size:>15,} B {human(size):>11}"
+            f"  ({size / tokens:,.0f} B per token on average){flag}"
+        )
+    print()
+    return {
+        "name": name,
+        "release": release,
+        "attention": lay.kind,
+        "layers": lay.layers,
+        "query_heads": lay.query_heads,
+        "kv_heads": lay.kv_heads if lay.kind != "MLA" else 0,
+        "head_dim": cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"],
+        "kv_lora_rank": cfg.get("kv_lora_rank") or 0,
+        "qk_rope_head_dim": cfg.get("qk_rope_head_dim") or 0,
+        "window": window or 0,
+        "window_layers": count,
+        "full_layers": lay.full_layers,
+        "window_rule": rule,
+        "context_tokens": context,
+        "defaults_used": notes,
+        "bytes_per_token": per_token,
+        "bytes_per_token_mha": mha,
+        "mha_over_this": mha / per_token,
+        "cache_bytes": sizes,
+        "average_bytes_per_token": {t: sizes[t] / int(t) for t in sizes},
+        "beyond_context": beyond,
+    }
+
+
+def chart(models: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Points for a chart of bytes per token against release date, oldest first."""
+    points = []
+    for key, m in models.items():
+        year, month = (int(x) for x in m["release"].split("-"))
+        points.append(
+            {
+                "key": key,
+                "model": m["name"],
+                "release": m["release"],
+                "year": year + (month - 1) / 12,
+                "attention": m["attention"],
+                "window": m["window"],
+                "bytes_per_token": m["bytes_per_token"],
+                "average_bytes_per_token_32768": m["average_bytes_per_token"][str(CONVERSATION)],
+            }
+        )
+    points.sort(key=lambda p: (p["year"], p["bytes_per_token"]))
+    return {
+        "x": "year",
+        "y": "bytes_per_token",
+        "unit": "B",
+        "points": points,
+        "note": "bytes per token in 16-bit numbers; for models with sliding windows also the"
+        " average over a 32,768-token conversation",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "configs", nargs="*", help="config.json files (default: the twelve under models/)"
+    )
+    args = parser.parse_args()
+    clock = Stopwatch()
+
+    models: dict[str, dict[str, Any]] = {}
+    if args.configs:
+        for path in map(Path, args.configs):
+            models[key_of(path.resolve().parent.name)] = report(
+                path.resolve().parent.name, path, None
+            )
+        print(f"wrote {write_results('configs_custom', {'models': models})}")
+        return
+    for name in model_names():
+        models[key_of(name)] = report(name, MODELS / name / "config.json", release_of(name))
+
+    print(
+        f"{'model':<16} {'released':>8} {'design':>7} {'B/token':>9} {'32K cache':>11} {'128K cache':>11}"
+    )
+    for m in models.values():
+        row = [
+            human(m["cache_bytes"][str(t)]) + ("*" if m["beyond_context"][str(t)] else " ")
+            for t in TOKENS
+        ]
+        design = m["attention"] + ("+SW" if m["window"] else "")
+        print(
+            f"{m['name']:<16} {m['release']:>8} {design:>7} {m['bytes_per_token']:>9,} {row[0]:>11} {row[1]:>11}"
+        )
+    print("  * beyond the model's context length (max_position_embeddings); SW: sliding window")
+    results = {
+        "models": models,
+        "chart": chart(models),
+        "peak_gpu_memory": 0,
+        "gpu": "none: this step reads text files only",
+        "seconds": clock.seconds(),
+    }
+    print(
+        f"\nwrote {write_results('configs', results)} and"
+        f" {write_results('bytes_chart', results['chart'])}"
+    )
+    print(f"step time: {clock.seconds():.2f} s; peak GPU memory: 0 B (no GPU used)")
+
+
+if __name__ == "__main__":
+    main()

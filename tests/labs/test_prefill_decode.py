@@ -1,0 +1,339 @@
+"""The lab of lesson 2.3 (lab/prefill-decode): every script run for real, on the CPU with --tiny.
+
+The expected numbers are worked out here from the config, by formulas written out afresh
+(not imported from the lab), so that a wrong count in the lab shows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import runpy
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB = ROOT / "lab" / "prefill-decode"
+DECODER = ROOT / "lab" / "kv-cache" / "decoder.py"  # lab.yml's include: brings it in
+GPU_STEPS = ["limits", "prefill", "decode", "request"]
+UNREACHABLE_ON_TINY = {"ridge_tokens", "crossing_tokens", "ridge_predicted_tokens"}
+
+
+def run(lab: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run one lab script in the copy of the lab, as a learner would."""
+    return subprocess.run(
+        [sys.executable, *args], check=False, cwd=lab, capture_output=True, text=True, timeout=180
+    )
+
+
+def results(lab: Path, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((lab / "results" / f"{name}.json").read_text())
+    return data
+
+
+def copy_lab(where: Path) -> Path:
+    """The lab folder as a learner gets it: its own files plus lesson 2.4's decoder.py."""
+    lab = where / "prefill-decode"
+    shutil.copytree(LAB, lab, ignore=shutil.ignore_patterns("results", "__pycache__"))
+    shutil.copy(DECODER, lab / "decoder.py")
+    return lab
+
+
+def counts(cfg: dict[str, Any]) -> dict[str, int]:
+    """Parameter counts of a Qwen3 config, written out matrix by matrix."""
+    h, i, v, layers = (
+        cfg["hidden_size"],
+        cfg["intermediate_size"],
+        cfg["vocab_size"],
+        cfg["num_hidden_layers"],
+    )
+    d = cfg.get("head_dim") or h // cfg["num_attention_heads"]
+    q, kv = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
+    attention = h * q + h * kv + h * kv + q * h  # q, k, v, o
+    mlp = h * i + h * i + i * h  # gate, up, down
+    norms = h + h + d + d
+    total = (
+        layers * (attention + mlp + norms)
+        + v * h
+        + h
+        + (0 if cfg["tie_word_embeddings"] else v * h)
+    )
+    return {
+        "layer": attention + mlp,
+        "norms": norms,
+        "total": total,
+        "head": v * h,
+        "multiplied": layers * (attention + mlp) + v * h,
+        "pair": 4 * layers * cfg["num_attention_heads"] * d,
+        "kv": 2 * layers * cfg["num_key_value_heads"] * d * 2,
+        "decode_bytes": 2 * (layers * (attention + mlp + norms) + h + v * h),
+    }
+
+
+def prefill_flops(cfg: dict[str, Any], n: int) -> int:
+    """Every layer's matrices for every token, the LM head once, attention over n (n + 1) / 2
+    pairs.
+    """
+    c = counts(cfg)
+    return (
+        2 * cfg["num_hidden_layers"] * c["layer"] * n + 2 * c["head"] + c["pair"] * n * (n + 1) // 2
+    )
+
+
+def layer_shapes(cfg: dict[str, Any]) -> list[tuple[int, int]]:
+    h, i = cfg["hidden_size"], cfg["intermediate_size"]
+    d = cfg.get("head_dim") or h // cfg["num_attention_heads"]
+    q, kv = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
+    return [(q + 2 * kv, h), (h, q), (2 * i, h), (h, i)]
+
+
+def flop_per_byte(t: float, shapes: list[tuple[int, int]]) -> float:
+    flops = sum(2 * t * n * k for n, k in shapes)
+    return flops / sum(2 * (n * k + t * k + t * n) for n, k in shapes)
+
+
+def solve_tokens(target: float, shapes: list[tuple[int, int]]) -> float:
+    """The token count at which flop_per_byte reaches target, by bisection."""
+    lo, hi = 1e-6, 1e9
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if flop_per_byte(mid, shapes) < target else (lo, mid)
+    return lo
+
+
+def key_path(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        data = data[part]
+    return data
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_lab(tmp_path_factory.mktemp("lab"))
+
+
+@pytest.fixture(scope="module")
+def runs(lab: Path) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Step 1, then each GPU step once on the CPU with its tiny model, in the lab's order."""
+    done = {"paper": run(lab, "paper.py")}
+    for step in GPU_STEPS:
+        done[step] = run(lab, f"{step}.py", "--device", "cpu", "--tiny")
+    return done
+
+
+def test_config_is_lesson_24s_published_file() -> None:
+    cfg = json.loads((LAB / "models" / "Qwen3-8B" / "config.json").read_text())
+    assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["intermediate_size"]) == (
+        36,
+        4096,
+        12288,
+    )
+    assert (cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]) == (32, 8, 128)
+    assert cfg["vocab_size"] == 151_936 and cfg["tie_word_embeddings"] is False
+    kv_cache_copy = ROOT / "lab" / "kv-cache" / "models" / "Qwen3-8B" / "config.json"
+    assert (LAB / "models" / "Qwen3-8B" / "config.json").read_bytes() == kv_cache_copy.read_bytes()
+
+
+def test_lab_imports_lesson_24s_decoder_and_does_not_copy_it() -> None:
+    assert not (LAB / "decoder.py").exists()
+    assert all("class Decoder" not in p.read_text() for p in LAB.glob("*.py"))
+    assert "from decoder import Decoder" in (LAB / "engine.py").read_text()
+
+
+def test_paper_counts_every_matrix(lab: Path, runs: dict[str, Any]) -> None:
+    out = runs["paper"]
+    assert out.returncode == 0, out.stderr
+    cfg = json.loads((LAB / "models" / "Qwen3-8B" / "config.json").read_text())
+    c, data = counts(cfg), results(lab, "paper")
+    assert data["parameters"]["total"] == c["total"]
+    assert re.search(
+        rf"  total +{c['total']:,}\n  = {2 * c['total']:,} B \(15\.26 GiB\)", out.stdout
+    )
+    assert data["flops_per_token"] == 2 * c["multiplied"]
+    assert data["attention_flops_per_pair"] == c["pair"]
+    assert data["decode_weight_bytes"] == c["decode_bytes"]
+    peak, bw = 790e12, 4.25e12
+    assert "measured earlier on an H200" in out.stdout
+    for n in (128, 4096, 32768):
+        row = data["prefill"][str(n)]
+        assert row["flops"] == prefill_flops(cfg, n)
+        moved = c["decode_bytes"] + n * c["kv"]
+        assert row["seconds"] == pytest.approx(max(row["flops"] / peak, moved / bw))
+    assert (
+        data["prefill"]["128"]["bound"] == "memory"
+        and data["prefill"]["4096"]["bound"] == "arithmetic"
+    )
+    for depth in (0, 32768):
+        row = data["decode"][str(depth)]
+        assert row["bytes"] == c["decode_bytes"] + depth * c["kv"]
+        assert row["seconds"] == pytest.approx(row["bytes"] / bw)
+    assert data["ridge_flop_per_byte"] == pytest.approx(peak / bw)
+    assert data["ridge_tokens"] == pytest.approx(
+        solve_tokens(peak / bw, layer_shapes(cfg)), rel=1e-9
+    )
+    steps = [(c["decode_bytes"] + (4096 + j) * c["kv"]) / bw for j in range(255)]
+    assert data["request"]["tpot"] == pytest.approx(statistics.mean(steps))
+    ttft = data["prefill"]["4096"]["seconds"]
+    assert data["request"]["prefill_share"] == pytest.approx(ttft / (ttft + sum(steps)))
+
+
+def test_paper_takes_other_figures_and_needs_no_torch(tmp_path: Path) -> None:
+    lab = copy_lab(tmp_path)
+    blocked = (
+        "import runpy, sys; sys.modules['torch'] = None; sys.argv = ['paper.py', '--peak',"
+        " '1e15', '--bandwidth', '2e12']; runpy.run_path('paper.py', run_name='__main__')"
+    )
+    out = run(lab, "-c", blocked)
+    assert out.returncode == 0, out.stderr
+    assert "Ridge point: 1,000 TFLOP/s / 2.00 TB/s = 500.0 FLOP per byte." in out.stdout
+    assert results(lab, "paper")["assumed"]["source"] == "given"
+
+
+def test_limits_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
+    out = runs["limits"]
+    assert out.returncode == 0, out.stderr
+    data = results(lab, "limits")
+    cfg, shapes = data["config"], layer_shapes(data["config"])
+    assert cfg["num_hidden_layers"] == 2 and data["device"] == "cpu" and data["tiny"] is True
+    assert data["tokens"] == [2**i for i in range(9)]
+    for t, row in data["sweep"].items():
+        flops = sum(2 * int(t) * n * k for n, k in shapes)
+        assert row["flops"] == flops
+        assert row["bytes_per_flop"] == pytest.approx(1 / flop_per_byte(int(t), shapes))
+        assert row["flop_s"] == pytest.approx(flops / row["seconds"])
+    rates = {int(t): r["flop_s"] for t, r in data["sweep"].items()}
+    assert data["peak_flop_s"] == max(rates.values())
+    assert data["knee_tokens"] == min(t for t, r in rates.items() if r >= 0.8 * data["peak_flop_s"])
+    assert data["ridge_flop_per_byte"] == pytest.approx(data["peak_flop_s"] / data["bandwidth"])
+    if data["ridge_tokens"] is not None:
+        assert flop_per_byte(data["ridge_tokens"], shapes) == pytest.approx(
+            data["ridge_flop_per_byte"]
+        )
+    assert data["peak_gpu_memory"] == 0 and "peak GPU memory: none (ran on the CPU)" in out.stdout
+
+
+def test_prefill_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
+    out = runs["prefill"]
+    assert out.returncode == 0, out.stderr
+    data, limits = results(lab, "prefill"), results(lab, "limits")
+    assert data["peak_flop_s"] == limits["peak_flop_s"] and data["chunk"] == 64
+    check = data["check"]
+    assert check["logits_rel_diff"] < 2 * check["engine_logits_rel_diff"] + 0.01
+    assert sorted(data["lengths"], key=int) == ["16", "32", "64", "128", "256"]
+    for n, row in data["lengths"].items():
+        assert row["flops"] == prefill_flops(data["config"], int(n))
+        assert row["chunks"] == math.ceil(int(n) / 64)
+        assert row["fraction_of_peak"] == pytest.approx(
+            row["flops"] / row["ttft"] / data["peak_flop_s"]
+        )
+        assert row["tok_s"] == pytest.approx(int(n) / row["ttft"])
+    assert re.search(r"target: 128 tokens at 60% of the measured peak or more: [\d.]+%", out.stdout)
+    assert "pass: chunks of 64 tokens (shorter prompts in one piece)" in out.stdout
+
+
+def test_decode_refuses_a_bandwidth_it_beats(lab: Path, runs: dict[str, Any]) -> None:
+    assert runs["limits"].returncode == 0
+    out = run(
+        lab,
+        "decode.py",
+        "--device",
+        "cpu",
+        "--tiny",
+        "--depths",
+        "0",
+        "--peak",
+        "1e12",
+        "--bandwidth",
+        "1e3",
+    )
+    assert out.returncode == 2
+    assert re.search(
+        r"SANITY CHECK FAILED: at depth 0 a step took .*, less than reading its bytes"
+        r" allows \([\d,.]+ s\)",
+        out.stderr,
+    )
+
+
+def test_gpu_steps_need_the_limits_first(tmp_path: Path) -> None:
+    out = run(copy_lab(tmp_path), "decode.py", "--device", "cpu", "--tiny")
+    assert out.returncode == 2
+    assert "SANITY CHECK FAILED: results/limits.json is missing: run limits.py first" in out.stderr
+
+
+def test_decode_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
+    out = runs["decode"]
+    assert out.returncode == 0, out.stderr
+    data = results(lab, "decode")
+    c = counts(data["config"])
+    assert data["weight_bytes"] == c["decode_bytes"] and data["kv_bytes_per_token"] == c["kv"]
+    assert data["check_logits_rel_diff"] < 0.05
+    assert sorted(data["depths"], key=int) == ["0", "64", "256"]
+    for depth, row in data["depths"].items():
+        assert row["bytes"] == c["decode_bytes"] + int(depth) * c["kv"]
+        assert row["bound_tpot"] == pytest.approx(row["bytes"] / data["bandwidth"])
+        assert row["fraction_of_bound"] == pytest.approx(row["bound_tpot"] / row["tpot"])
+    assert data["short"]["depth"] == 0 and data["long"]["depth"] == 256
+    assert data["slowdown_predicted"] == pytest.approx(1 + 256 * c["kv"] / c["decode_bytes"])
+
+
+def test_request_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
+    out = runs["request"]
+    assert out.returncode == 0, out.stderr
+    data = results(lab, "request")
+    got, ask, cfg = data["measured"], data["predicted"], data["config"]
+    assert (data["prompt_tokens"], data["output_tokens"]) == (192, 24)
+    arrivals = got["arrivals"]
+    assert len(arrivals) == 24 and arrivals == sorted(arrivals) and arrivals[0] == got["ttft"]
+    assert got["tpot"] == pytest.approx((arrivals[-1] - arrivals[0]) / 23)
+    assert got["prefill_share"] == pytest.approx(got["ttft"] / got["total"])
+    c, peak, bw = counts(cfg), data["peak_flop_s"], data["bandwidth"]
+    first = max(prefill_flops(cfg, 192) / peak, (c["decode_bytes"] + 192 * c["kv"]) / bw)
+    steps = [
+        max(
+            (2 * c["multiplied"] + c["pair"] * (d + 1)) / peak,
+            (c["decode_bytes"] + d * c["kv"]) / bw,
+        )
+        for d in range(192, 192 + 23)
+    ]
+    assert ask["ttft"] == pytest.approx(first) and ask["tpot"] == pytest.approx(
+        statistics.mean(steps)
+    )
+    assert re.search(r"time to first token +[\d.,]+ (us|ms|s) +[\d.,]+ (us|ms|s)", out.stdout)
+
+
+def test_lab_yml_captures_resolve(lab: Path, runs: dict[str, Any]) -> None:
+    """Every capture finds a number. Step 1 runs full size here; a GPU step's key that names a
+    prompt length, a depth or a token count must name one the full run measures, and resolves
+    with the tiny run's first one in its place."""
+    recipe = yaml.safe_load((LAB / "lab.yml").read_text())
+    assert [s["id"] for s in recipe["steps"]] == ["paper", *GPU_STEPS]
+    assert all(s.get("needs") == "gpu" for s in recipe["steps"][1:])
+    full = {
+        "lengths": {128, 512, 2048, 8192, 32768},
+        "depths": {0, 4096, 32768},
+        "sweep": {2**i for i in range(14)},
+    }
+    sizes = runpy.run_path(str(LAB / "pdlab.py"))  # the standard library only
+    assert set(sizes["PREFILL_LENGTHS"]) == full["lengths"]
+    assert set(sizes["DECODE_DEPTHS"]) == full["depths"]
+    for step in recipe["steps"]:
+        assert (LAB / step["run"].split()[1]).exists()
+        assert "peak_gpu_memory" in step["capture"] or step["id"] == "paper"
+        for name, spec in step["capture"].items():
+            data = json.loads((lab / spec["json"]).read_text())
+            parts = spec["key"].split(".")
+            if step["id"] != "paper" and len(parts) == 3 and parts[1].isdigit():
+                assert int(parts[1]) in full[parts[0]], name
+                parts[1] = next(iter(data[parts[0]]))
+            value = key_path(data, ".".join(parts))
+            if value is None and spec["key"] in UNREACHABLE_ON_TINY:
+                continue  # the tiny layer may never reach the CPU's ridge: no such token count
+            assert isinstance(value, (int, float)) and not isinstance(value, bool), name

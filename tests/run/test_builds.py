@@ -1,0 +1,85 @@
+"""`builds:` in lab.yml: a native engine built once per release from its source, kept outside the
+record, recorded as a step, and a new release re-running only the steps that use it."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+from support import CourseRun
+
+from course.record.store import Store
+
+RECIPE = """\
+lesson: greeter
+title: A lab with a built engine
+builds:
+  greet:
+    package: greet-src
+    version: "1.0"
+    command: >-
+      echo "building greet $BUILD_VERSION ($BUILD_COMMIT) for $DEVICE" &&
+      mkdir -p "$PREFIX/bin" && tar -xJf "$SOURCE" -C "$PREFIX/bin" && chmod +x "$PREFIX/bin/greet"
+steps:
+  - id: plain
+    run: echo plain step
+    inputs: [lab.yml]
+  - id: hello
+    uses: [greet]
+    run: greet
+    inputs: [lab.yml]
+    capture:
+      said: {regex: '^(greet \\S+ says hello)$', type: str}
+"""
+
+
+def source(project: Path, version: str) -> None:
+    """`.cache/sources/greet-VERSION.tar.xz` holding a script, and its .json naming a commit."""
+    folder = project / ".cache" / "sources"
+    folder.mkdir(parents=True, exist_ok=True)
+    script = f"#!/bin/sh\necho 'greet {version} says hello'\n".encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:xz") as tar:
+        info = tarfile.TarInfo("greet")
+        info.size, info.mode = len(script), 0o755
+        tar.addfile(info, io.BytesIO(script))
+    (folder / f"greet-{version}.tar.xz").write_bytes(buffer.getvalue())
+    (folder / f"greet-{version}.json").write_text(json.dumps({"commit": f"c0ffee{version}"}))
+
+
+def test_a_build_is_made_once_recorded_and_a_new_release_reruns_its_users(
+    project: Path, course: CourseRun
+) -> None:
+    folder = project / "lab" / "greeter"
+    folder.mkdir()
+    (folder / "lab.yml").write_text(RECIPE)
+    missing = course("run", "greeter")
+    assert missing.returncode == 1
+    assert "no source for greet 1.0: expected .cache/sources/greet-1.0.tar.xz" in missing.stderr
+    source(project, "1.0")
+    source(project, "2.0")
+    first = course("run", "greeter")
+    assert first.returncode == 0, first.stderr
+    (run,) = [r for r in Store(project / "build").runs("greeter") if r.good]
+    build = run.record.step("build-greet")
+    assert build.kind == "build" and build.values["version"].value == "1.0"
+    assert build.values["commit"].value == "c0ffee1.0"
+    assert "building greet 1.0 (c0ffee1.0) for cpu" in run.transcript("build-greet")
+    assert run.record.engine["greet"] == "1.0"
+    assert run.record.step("hello").values["said"].value == "greet 1.0 says hello"
+    made = project / ".cache" / "builds" / "greet-1.0-cpu"
+    stamp = (made / ".complete").stat().st_mtime_ns
+    # a forced re-run reuses the build, and still records it with its log
+    again = course("run", "greeter", "--force")
+    assert again.returncode == 0 and "reusing" in again.stderr
+    assert (made / ".complete").stat().st_mtime_ns == stamp
+    # a new release: only the step that uses the build runs again
+    newer = course("run", "greeter", "--engine", "greet==2.0")
+    assert newer.returncode == 0, newer.stderr
+    latest = Store(project / "build").runs("greeter")[-1]
+    assert latest.record.engine["greet"] == "2.0"
+    statuses = {s.id: s.status for s in latest.record.steps}
+    assert statuses == {"build-greet": "ok", "plain": "reused", "hello": "ok"}
+    assert latest.record.step("hello").values["said"].value == "greet 2.0 says hello"
