@@ -1,4 +1,5 @@
-"""`course run | build | diff | check | serve`: parse the arguments, call a stage, report errors."""
+"""`course run | build | diff | check | serve | new | schema`: parse the arguments, call a stage,
+report errors."""
 
 from __future__ import annotations
 
@@ -339,6 +340,46 @@ def serve(root: Path, dev_addr: str) -> None:
     from .site import serve_site
 
     serve_site(root, dev_addr)
+
+
+@cli.command()
+@click.argument("lesson")
+@click.option("--part", type=int, help="The part it joins (default: the course's last part).")
+@click.option("--title", help="The lesson's title (default: made from LESSON).")
+@click.pass_obj
+@reports_errors
+def new(root: Path, lesson: str, part: int | None, title: str | None) -> None:
+    """Start lesson LESSON: a lab, a page using every macro, its data file and a figure."""
+    from .scaffold.new import new_lesson
+
+    made = new_lesson(root, lesson, part, title)
+    for path in made.files:
+        stdout.print(f"wrote {path.relative_to(root)}", highlight=False)
+    stdout.print(
+        f"Lesson {made.placement.number}, '{made.title}': {made.outline}.\n"
+        f"Next: course run {lesson} && course build (or course serve), then make it yours.",
+        highlight=False,
+    )
+
+
+@cli.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write it to this file (such as lab/lab.schema.json) instead of printing it.",
+)
+def schema(output: Path | None) -> None:
+    """Print lab.yml's JSON Schema, for editors (yaml-language-server) and other tools."""
+    import json
+
+    from .lab.schema import json_schema
+
+    text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
 
 
 def main() -> None:

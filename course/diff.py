@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .errors import RecordError
-from .pages.evaluate import PageSide
+from .pages.evaluate import KEPT, PageSide
+from .pages.format import change as change_text
 from .pages.format import recorded
 from .record.models import Run, Value
 from .record.store import Store
@@ -165,9 +166,19 @@ def compare(old: Run, new: Run, pages: PagesEvaluator | None = None) -> Report:
                     (key, before.reveals.get(key, "—"), now.reveals.get(key, "—"))
                 )
         report.unread = before.unread + now.unread
-        moved = {c.name for c in values if c.moved}
+        moved = {c.name for c in values if c.moved} | _kept_files_moved(old, new)
         report.figures = sorted(f for f, uses in now.figures.items() if moved & set(uses))
     return report
+
+
+def _kept_files_moved(old: Run, new: Run) -> set[str]:
+    """The kept files (`file:step/path`) whose content differs between two runs."""
+
+    def hashes(run: Run) -> dict[str, str]:
+        return {f"{KEPT}{s.id}/{f.path}": f.sha256 for s in run.record.steps for f in s.files}
+
+    before, after = hashes(old), hashes(new)
+    return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
 
 
 def shown(value: Value | None) -> str:
@@ -176,12 +187,8 @@ def shown(value: Value | None) -> str:
 
 
 def percent(rel: float | None) -> str:
-    """A relative change as a signed percentage."""
-    if rel is None:
-        return ""
-    if rel == float("inf"):
-        return "new"
-    return f"{rel * 100:+.1f} %"
+    """A relative change as a signed percentage (the one number format: `pages.format`)."""
+    return change_text(rel)
 
 
 def render_console(report: Report, console: Console, all_values: bool = False) -> None:

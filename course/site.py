@@ -21,7 +21,7 @@ from .pages.checks import position_warning
 from .pages.choose import ChosenPage, lesson_page_runs
 from .pages.context import Problem
 from .pages.lessons import scan
-from .pages.plugin import LENIENT, report
+from .pages.plugin import LENIENT, STATE, report
 from .pages.render import hint, render_page
 from .record.store import Store
 
@@ -65,9 +65,10 @@ class _Collect(logging.Handler):
 def build_site(root: Path, out: Path | None = None, cache_dir: Path | None = None) -> BuildResult:
     """Build the HTML site from docs/ and the committed records with mkdocs --strict.
 
-    The PDFs and zips are kept between builds in `cache_dir` (default: `.cache/package/`).
+    What is kept between builds goes under `cache_dir` (default: the project's `.cache/`): the
+    drawn figures in `figures/`, the PDFs and zips in `package/`.
     """
-
+    cache = cache_dir if cache_dir is not None else root / ".cache"
     config_file = root / CONFIG
     if not config_file.is_file():
         raise PageError(f"no {CONFIG} in {root} (the site's configuration)")
@@ -79,9 +80,9 @@ def build_site(root: Path, out: Path | None = None, cache_dir: Path | None = Non
     site_dir.parent.mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(prefix=f".{site_dir.name}.building-", dir=site_dir.parent))
     try:
-        warnings = _mkdocs(config_file, fresh)
+        warnings = _mkdocs(config_file, fresh, cache / "figures")
         chosen = lesson_page_runs(root)
-        package_lessons(root, fresh, chosen, cache_dir)  # site/downloads/<lesson>.pdf and .zip
+        package_lessons(root, fresh, chosen, cache / "package")  # downloads/<lesson>.pdf, .zip
         _swap_in(fresh, site_dir)
     finally:
         shutil.rmtree(fresh, ignore_errors=True)
@@ -90,7 +91,7 @@ def build_site(root: Path, out: Path | None = None, cache_dir: Path | None = Non
     return BuildResult(site_dir, seconds, pages, warnings)
 
 
-def _mkdocs(config_file: Path, site_dir: Path) -> list[str]:
+def _mkdocs(config_file: Path, site_dir: Path, figure_cache: Path) -> list[str]:
     """mkdocs --strict into `site_dir`; PageError with every problem it logged; its warnings."""
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
@@ -101,6 +102,7 @@ def _mkdocs(config_file: Path, site_dir: Path) -> list[str]:
     logger.addHandler(collect)
     try:
         config = load_config(config_file=str(config_file), site_dir=str(site_dir), strict=True)
+        STATE.figure_cache = figure_cache
         build(config)
     except MkDocsException as exc:  # Abort included: mkdocs logged the cause before aborting
         raise PageError(_failure(str(exc), collect.messages)) from None
@@ -110,6 +112,7 @@ def _mkdocs(config_file: Path, site_dir: Path) -> list[str]:
         ) from None
     finally:
         logger.removeHandler(collect)
+        STATE.figure_cache = None
     return collect.messages
 
 

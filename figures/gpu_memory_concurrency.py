@@ -3,12 +3,11 @@ with a cache of 16 blocks; each point labelled with how many requests ran at the
 
 Speeds are captured values of the `concurrency` step; the requests that ran at once are captured
 only for N = 64, so each point's count is read from the JSON file the step kept
-(`data.run.kept_file`).
+(`data.kept_json`).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 
@@ -19,7 +18,7 @@ def draw(fig: Any, data: Any) -> None:
     full = [v(f"concurrency.tok_s_{n}") for n in full_n]
     small_n = [8, 32, 64]
     small = [v(f"concurrency.small_tok_s_{n}") for n in small_n]
-    kept = json.loads(data.run.kept_file("concurrency", "results/concurrency.json").read_text())
+    kept = data.kept_json("concurrency", "results/concurrency.json")
     at_once = {
         budget: {int(n): r["peak_concurrency"] for n, r in kept[budget]["runs"].items()}
         for budget in ("full", "small")

@@ -3,13 +3,12 @@
 points.
 
 The sweep (fractions 0.1 to 0.95) is not a captured value: it is read from the JSON file the
-`paper` step kept, through `data.run.kept_file`. The measured points are captured values of the
+`paper` step kept, through `data.kept_json`. The measured points are captured values of the
 `settings` step, except Qwen3-0.6B's, read from the file that step kept.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from matplotlib.ticker import MaxNLocator
@@ -23,7 +22,7 @@ CARDS = (
 
 def draw(fig: Any, data: Any) -> None:
     """Two panels, one per card; a line per model; the engine's measured counts on the H200."""
-    paper = json.loads(data.run.kept_file("paper", "results/paper.json").read_text())
+    paper = data.kept_json("paper", "results/paper.json")
     sweep = paper["sweep"]
     fractions = sweep["fractions"]
     measured = [
@@ -33,7 +32,7 @@ def draw(fig: Any, data: Any) -> None:
     ]
     # Qwen3-0.6B's count of 8,192-token conversations at 0.9 is not captured: read it from the
     # JSON file the `settings` step kept
-    settings = json.loads(data.run.kept_file("settings", "results/settings.json").read_text())
+    settings = data.kept_json("settings", "results/settings.json")
     small = settings["qwen3-0_6b"]["f90"]["conversations"]["8k"]
     fig.set_size_inches(7.0, 5.4)
     axes = fig.subplots(2, 1, sharex=True)

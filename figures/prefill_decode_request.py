@@ -3,7 +3,6 @@ prediction from steps 1 and 2."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 MEASURED, PREDICTED, PREFILL = "#1f77b4", "#7f7f7f", "#ffdd99"
@@ -11,7 +10,7 @@ MEASURED, PREDICTED, PREFILL = "#1f77b4", "#7f7f7f", "#ffdd99"
 
 def draw(fig: Any, data: Any) -> None:
     """A step line of tokens received; the prefill's wait shaded; the prediction dashed."""
-    kept = json.loads(data.run.kept_file("request", "results/request.json").read_text())
+    kept = data.kept_json("request", "results/request.json")
     arrivals = [1e3 * t for t in kept["measured"]["arrivals"]]  # ms after the prompt was sent
     ttft = data.value("request.ttft", unit="ms")
     tpot = data.value("request.tpot", unit="ms")

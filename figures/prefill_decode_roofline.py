@@ -3,7 +3,6 @@ once, beside the two limits step 2 measured (bandwidth x FLOP per byte, and the 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 BF16 = 2
@@ -20,7 +19,7 @@ def flop_per_byte(tokens: float, shapes: list[list[int]]) -> float:
 
 def draw(fig: Any, data: Any) -> None:
     """Log-log: measured points, the sloping memory roof, the flat compute roof, the ridge."""
-    kept = json.loads(data.run.kept_file("limits", "results/limits.json").read_text())
+    kept = data.kept_json("limits", "results/limits.json")
     shapes = list(kept["shapes"].values())
     rows = sorted(kept["sweep"].values(), key=lambda r: r["tokens"])
     peak = data.value("limits.peak_tflop_s")

@@ -3,7 +3,6 @@ measured peak (and, for the shortest prompts, its bandwidth)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 LENGTHS = [128, 512, 2048, 8192, 32768]
@@ -12,7 +11,7 @@ MEASURED, PREDICTED = "#1f77b4", "#7f7f7f"
 
 def draw(fig: Any, data: Any) -> None:
     """Log-log: measured TTFT with the fraction of the peak at each point; the prediction dashed."""
-    kept = json.loads(data.run.kept_file("prefill", "results/prefill.json").read_text())
+    kept = data.kept_json("prefill", "results/prefill.json")
     measured = [data.value(f"prefill.ttft_{n}", unit="ms") for n in LENGTHS]
     of_peak = [kept["lengths"][str(n)]["percent_of_peak"] for n in LENGTHS]
     predicted = [1e3 * kept["lengths"][str(n)]["predicted_ttft"] for n in LENGTHS]

@@ -6,7 +6,6 @@ kept (results/bytes_chart.json); every byte count is read as a recorded value.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 MARKERS = {"MHA": ("s", "#d62728"), "GQA": ("o", "#1f77b4"), "MLA": ("D", "#2ca02c")}
@@ -31,9 +30,7 @@ NUDGE = {"gpt_oss_120b": -0.02, "gpt_oss_20b": 0.12}
 
 def draw(fig: Any, data: Any) -> None:
     """One point per model on a log scale; windowed models also show their 32K average."""
-    chart = json.loads(
-        data.run.kept_file("configs", "results/bytes_chart.json").read_text(encoding="utf-8")
-    )
+    chart = data.kept_json("configs", "results/bytes_chart.json")
     fig.set_size_inches(7.0, 5.4)
     ax = fig.subplots()
     for p in chart["points"]:

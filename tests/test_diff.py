@@ -91,7 +91,7 @@ def test_diff_json_and_markdown(release: Path) -> None:
     assert data["engine"] == [{"package": "numpy", "old": "2.3.4", "new": "2.4.0"}]
     assert data["claims"][0]["broken"] and data["claims"][1]["broken"]
     md = course(release, "diff", LESSON, "--markdown").stdout
-    assert "| `decode.tps_long` | 201.7 tok/s | 150.0 tok/s | -25.6 % |" in md
+    assert "| `decode.tps_long` | 201.7 tok/s | 150 tok/s | -25.6 % |" in md
     assert "| docs/part-1/tiny.md | Short is 1.5 to 1.6 times as fast. | holds | **fails** |" in md
 
 
@@ -141,7 +141,7 @@ def test_run_history_lists_every_run_with_headline_values(release: Path) -> None
         "2026-11-19T090000Z-h200",
     ]
     assert "(this page)" in rows[0] and "numpy 2.4.0" in rows[0] and "numpy 2.3.4" in rows[2]
-    assert f'data-source="{NEW}/decode.tps_long">150.0 tok/s' in rows[0]
+    assert f'data-source="{NEW}/decode.tps_long">150 tok/s' in rows[0]
     assert f'data-source="{OLD}/decode.tps_long">201.7 tok/s' in rows[2]
     assert "failed" in rows[1]
     labelled = run_history(ctx, {"short <b>": "decode.tps_short"})

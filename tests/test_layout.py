@@ -19,7 +19,8 @@ ALLOWED = {
     "package": {"pages", "lab", "record"},
     "site": {"package", "pages", "lab", "record"},
     "diff": {"pages", "record"},
-    "cli": {"site", "diff", "remote", "run", "package", "pages", "lab", "record"},
+    "scaffold": {"pages", "lab", "record"},
+    "cli": {"site", "diff", "scaffold", "remote", "run", "package", "pages", "lab", "record"},
 }
 MAX_LINES = 400
 

@@ -3,6 +3,7 @@ the step and the field, with a close-match suggestion for a misspelt key."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from pydantic import (
 
 from ..errors import LabError
 from .files import expand_inputs, lab_files
+from .keys import belongs, keys, mapping_at
 from .schema import Lab, suggest
 
 
@@ -82,8 +84,9 @@ def load_lab(path: Path) -> LoadedLab:
         for pattern, matched in expand_inputs(path.parent, step.inputs or [], extra).items():
             if not matched:
                 line = _line_of(node, ("steps", index, "inputs"))
+                folder = _display(path.parent)
                 problems.append(
-                    f"{line}step '{step.id}': inputs: '{pattern}' matches no file in {_display(path.parent)}"
+                    f"{line}step '{step.id}': inputs: '{pattern}' matches no file in {folder}"
                 )
     if problems:
         raise LabError(shown, problems)
@@ -91,7 +94,8 @@ def load_lab(path: Path) -> LoadedLab:
 
 
 def _check_includes(include: list[str], folder: Path, node: yaml.Node | None) -> list[str]:
-    """Each included file must exist in another lab of the same `lab/` folder, and not shadow one."""
+    """Each included file must exist in another lab of the same `lab/` folder, and not shadow
+    one."""
     problems = []
     labs = folder.parent.resolve()
     own = set(lab_files(folder))
@@ -107,35 +111,6 @@ def _check_includes(include: list[str], folder: Path, node: yaml.Node | None) ->
                 f"{line}include: '{rel}' would replace the lab's own {target.name}; rename one"
             )
     return problems
-
-
-_KNOWN_KEYS: dict[str, set[str]] = {
-    "lab": {
-        "lesson", "title", "engine", "python", "setup", "resources", "builds", "include",
-        "cpu_args", "steps"
-    },
-    "step": {
-        "id",
-        "title",
-        "needs",
-        "env",
-        "inputs",
-        "files",
-        "capture",
-        "uses",
-        "run",
-        "timeout",
-        "start",
-        "ready",
-        "deadline",
-        "stop",
-    },
-    "capture": {"regex", "json", "key", "type", "unit"},
-    "ready": {"url", "log"},
-    "setup": {"install_seconds", "download_seconds"},
-    "resources": {"gpu", "count", "disk_gb"},
-    "build": {"package", "version", "command", "timeout"},
-}
 
 
 def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
@@ -157,9 +132,9 @@ def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
     message = err["msg"]
     message = message.removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        key = str(rest[-1])
-        parent = _parent_kind(rest, in_step=bool(where))
-        message = f"unknown key '{key}'{suggest(key, _KNOWN_KEYS[parent])}"
+        message = unknown_key(list(err["loc"]))
+    elif err["type"] == "step_kind":
+        message = err["msg"] + _kind_hint(raw, loc)
     elif err["type"] == "missing":
         message = "required but missing"
     elif err["type"] == "string_pattern_mismatch":
@@ -171,19 +146,32 @@ def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
     return f"{line}{where}{label}{message}"
 
 
-def _parent_kind(loc: list[Any], in_step: bool) -> str:
-    """Which mapping a key sits in, for suggestions: lab, step, capture, ready or setup."""
-    if len(loc) <= 1:
-        return "step" if in_step else "lab"
-    if loc[0] == "capture":
-        return "capture"
-    if loc[0] == "ready":
-        return "ready"
-    if loc[0] in ("setup", "resources"):
-        return str(loc[0])
-    if loc[0] == "builds":
-        return "build"
-    return "step"
+def unknown_key(loc: list[Any]) -> str:
+    """An unknown key at any depth: the close match, where it belongs, the keys allowed there."""
+    key = str(loc[-1])
+    mapping = mapping_at(loc[:-1])
+    if mapping is None:  # not reached by the schema's walk: say what pydantic knows
+        return f"unknown key '{key}'"
+    allowed = keys(mapping.model)
+    elsewhere = belongs(key, mapping)
+    hint = suggest(key, allowed) or (f" ({elsewhere})" if elsewhere else "")
+    return f"unknown key '{key}'{hint}; {mapping.label} takes: {', '.join(allowed)}"
+
+
+def _kind_hint(raw: dict[str, Any], loc: list[Any]) -> str:
+    """For a step without 'run', 'start' or 'stop': the misspelt one among its keys."""
+    steps = raw.get("steps")
+    if not (isinstance(steps, list) and len(loc) >= 2 and isinstance(loc[1], int)):
+        return ""
+    step = steps[loc[1]] if loc[1] < len(steps) else None
+    if not isinstance(step, dict):
+        return ""
+    kinds = ["run", "start", "stop"]
+    for key in step:
+        close = difflib.get_close_matches(str(key), kinds, n=1, cutoff=0.6)
+        if close and key not in kinds:
+            return f" (found '{key}': did you mean '{close[0]}'?)"
+    return ""
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:

@@ -26,22 +26,31 @@ DEFAULT_TIMEOUT = 600.0
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # the attribute docstrings become the fields' descriptions: in the JSON Schema (`course
+    # schema`, editors) and in the lab.yml reference page, which are generated from these models
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
+    )
 
 
 class Capture(_Strict):
     """One named value taken from a step: a regex over its output, or a key path in a JSON file."""
 
-    regex: str | None = None
-    """A regular expression searched in the step's output; the first group is the value."""
-    json_file: str | None = Field(default=None, alias="json")
-    """A JSON file the step writes, relative to the lab folder."""
-    key: str | None = None
-    """With `json`: the dot-separated key path of the value (list indices as numbers)."""
-    type: Literal["int", "float", "str"] = "float"
-    """How the value is read: int, float or str (numbers may carry thousands separators)."""
-    unit: Unit = "none"
-    """The value's unit; pages convert and format it."""
+    regex: str | None = Field(default=None, examples=[r"mean latency: ([\d.]+) ms"])
+    """A regular expression searched in the step's output (multi-line: `^` and `$` match at each
+    line); the first group ( ... ) is the value. Give `regex` or `json`, not both."""
+    json_file: str | None = Field(default=None, alias="json", examples=["results/latency.json"])
+    """A JSON file the step writes, relative to the lab folder; the value is read at `key`."""
+    key: str | None = Field(default=None, examples=["by_size.4096.p50_ms"])
+    """With `json`: the dot-separated key path of the value; list indices and keys that are
+    numbers are written as they are (`by_size.4096.p50_ms`, `runs.0.ms`). A key holding a '.'
+    cannot be reached: write the file without one (`qwen3-0_6b`)."""
+    type: Literal["int", "float", "str"] = Field(default="float", examples=["int"])
+    """How the value is read: `int`, `float` or `str` (numbers may carry thousands separators,
+    as in `114,688`)."""
+    unit: Unit = Field(default="none", examples=["ms"])
+    """The value's unit; pages convert it (B to MiB, ms to s) and format it. `none`: a plain
+    number."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Capture:
@@ -71,9 +80,10 @@ class Capture(_Strict):
 class Ready(_Strict):
     """How to tell that a background service is ready: an HTTP URL answering 2xx, or a log line."""
 
-    url: str | None = None
-    """An http(s) URL that answers with a 2xx status once the service is ready."""
-    log: str | None = None
+    url: str | None = Field(default=None, examples=["http://127.0.0.1:${PORT}/health"])
+    """An http(s) URL, polled until it answers with a 2xx status; `${NAME}` takes the value of
+    the step's environment variable NAME. Give `url` or `log`, not both."""
+    log: str | None = Field(default=None, examples=[r"listening on http://127\.0\.0\.1:\d+"])
     """A regular expression that a line of the service's output matches once it is ready."""
 
     @model_validator(mode="after")
@@ -91,22 +101,34 @@ class Ready(_Strict):
 
 
 class _StepBase(_Strict):
-    id: Annotated[str, Field(pattern=STEP_ID)]
+    id: Annotated[str, Field(pattern=STEP_ID, examples=["decode-speed"])]
     """The step's name: lowercase letters, digits and '-'; pages name values as `<id>.<value>`."""
-    title: str | None = None
-    """One line saying what the step does (START-HERE.md and the page use it)."""
-    needs: Literal["gpu"] | None = None
-    """`gpu` when the step cannot run without one."""
-    env: dict[str, str] = {}
-    """Extra environment variables for the step."""
-    inputs: list[str] | None = None
-    """Globs of lab files the step reads; without a list, every lab file counts."""
-    files: list[str] = []
-    """Files the step produces, relative to the lab folder, kept in the record."""
-    capture: dict[Annotated[str, Field(pattern=VALUE_NAME)], Capture] = {}
-    """Named values the step's output holds."""
-    uses: list[str] = []
-    """Builds (`builds:`) whose programs the step runs: a new release of one re-runs the step."""
+    title: str | None = Field(default=None, examples=["Decode speed against context length"])
+    """One line saying what the step does (START-HERE.md, the page's terminal and the run's
+    progress show it)."""
+    needs: Literal["gpu"] | None = Field(default=None, examples=["gpu"])
+    """`gpu` when the step cannot run without one; a lab with no such step runs on any machine,
+    and its page says so."""
+    env: dict[str, str] = Field(default={}, examples=[{"TOKENIZERS_PARALLELISM": "false"}])
+    """Extra environment variables for the step's command (beside the run's own and
+    `COURSE_STEP`, the step's id)."""
+    inputs: list[str] | None = Field(
+        default=None, examples=[["decode_speed.py", "models/*/*.json"]]
+    )
+    """Globs of lab files the step reads: when none of them changed, a later run reuses the
+    step's recorded result. Without a list, every lab file counts."""
+    files: list[str] = Field(default=[], examples=[["results/latency.json"]])
+    """Files the step produces, relative to the lab folder, kept in the record under
+    `files/<step>/` (figures can read them)."""
+    capture: dict[Annotated[str, Field(pattern=VALUE_NAME)], Capture] = Field(
+        default={},
+        examples=[{"p50": {"json": "results/latency.json", "key": "p50_ms", "unit": "ms"}}],
+    )
+    """Named values the step's output or files hold: lowercase names with '_', each a capture
+    (below)."""
+    uses: list[str] = Field(default=[], examples=[["llama-cpp"]])
+    """Builds (`builds:` at the top level) whose programs the step runs: a new release of one
+    re-runs the step."""
 
     @field_validator("files", "inputs")
     @classmethod
@@ -122,28 +144,28 @@ class _StepBase(_Strict):
 class RunStep(_StepBase):
     """A shell command, run in the lab folder, that must end with status 0 before its timeout."""
 
-    run: str
-    """The shell command."""
-    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
-    """Seconds the command may take."""
+    run: str = Field(examples=["python3 decode_speed.py --tokens 4096"])
+    """The shell command, run by bash in a scratch copy of the lab folder."""
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, examples=[120])
+    """Seconds the command may take before it is ended and the run fails."""
 
 
 class StartStep(_StepBase):
     """A background service, started and then polled until it is ready or its deadline passes."""
 
-    start: str
-    """The shell command that starts the service (it must keep running)."""
-    ready: Ready
-    """How to tell the service is ready."""
-    deadline: float = Field(default=60.0, gt=0)
-    """Seconds the service may take to become ready."""
+    start: str = Field(examples=["python3 server.py --port 0"])
+    """The shell command that starts the service; it must keep running until its stop step."""
+    ready: Ready = Field(examples=[{"url": "http://127.0.0.1:8000/health"}])
+    """How to tell the service is ready (below); the next step starts only then."""
+    deadline: float = Field(default=60.0, gt=0, examples=[20])
+    """Seconds the service may take to become ready (a start step's timeout)."""
 
 
 class StopStep(_StepBase):
     """Ends a service started by an earlier step (its whole process group)."""
 
-    stop: str
-    """The id of the `start` step whose service to end."""
+    stop: str = Field(examples=["server"])
+    """The id of the `start` step whose service to end; its output is recorded then."""
 
 
 def _step_kind(raw: Any) -> str | None:
@@ -168,20 +190,22 @@ Step = Annotated[
 class Setup(_Strict):
     """What a learner spends before the first step: installs and downloads, declared in seconds."""
 
-    install_seconds: float = Field(default=0.0, ge=0)
-    """Time to install the lab's requirements."""
-    download_seconds: float = Field(default=0.0, ge=0)
-    """Time to download weights or data."""
+    install_seconds: float = Field(default=0.0, ge=0, examples=[180])
+    """Seconds a learner spends installing the lab's requirements (added to the page's
+    hands-on time)."""
+    download_seconds: float = Field(default=0.0, ge=0, examples=[60])
+    """Seconds a learner spends downloading weights or data (added to the hands-on time)."""
 
 
 class Resources(_Strict):
     """What a lab needs from a rented machine; `course run --all --via skypilot` asks for it."""
 
-    gpu: str | None = None
-    """The GPU kind, as SkyPilot names accelerators (H200, H100, A100-80GB, L4, ...); none: CPU only."""
-    count: int = Field(default=1, ge=1)
+    gpu: str | None = Field(default=None, examples=["H100"])
+    """The GPU kind, as SkyPilot names accelerators (H200, H100, A100-80GB, L4, ...); none:
+    CPU only."""
+    count: int = Field(default=1, ge=1, examples=[2])
     """How many of that GPU."""
-    disk_gb: int | None = Field(default=None, ge=1)
+    disk_gb: int | None = Field(default=None, ge=1, examples=[200])
     """Disk size in GB (weights and caches); none: the cloud's default."""
 
 
@@ -189,44 +213,60 @@ class Build(_Strict):
     """A native engine built from its released source on the run's host (e.g. llama.cpp), once
     per version and GPU kind, kept outside the record and reused by every later run there."""
 
-    package: str
+    package: str = Field(examples=["llama-cpp-python"])
     """The package on the registry whose source distribution carries the source (llama.cpp
     travels inside `llama-cpp-python`); `scripts/fetch-source.sh` fetches and slims it."""
-    version: str
+    version: str = Field(examples=["0.3.16"])
     """The release built by default; `course run --engine NAME==VERSION` picks another."""
-    command: str
+    command: str = Field(examples=["bash build_llama.sh"])
     """The build, run in the lab folder with $SOURCE (the source archive), $PREFIX (where the
     programs go: $PREFIX/bin) and $DEVICE (`cuda` or `cpu`) set."""
-    timeout: float = Field(default=1800.0, gt=0)
+    timeout: float = Field(default=1800.0, gt=0, examples=[3600])
     """Seconds the build may take."""
 
 
 class Lab(_Strict):
     """A lesson's lab: its engine packages and its steps, in order."""
 
-    lesson: Annotated[str, Field(pattern=STEP_ID)]
+    lesson: Annotated[str, Field(pattern=STEP_ID, examples=["kv-cache"])]
     """The lesson's name, the same as its folder under `lab/`."""
-    title: str
+    title: str = Field(examples=["The KV cache"])
     """The lesson's title."""
-    engine: list[str] = []
-    """Packages whose versions decide the lab's numbers; their installed versions are recorded."""
-    python: str = "python3"
-    """The interpreter the lab's steps use (asked for the engine versions)."""
-    setup: Setup = Setup()
-    """Declared set-up time."""
-    resources: Resources | None = None
-    """The machine the lab needs when it runs in the cloud; none: CPU only, the cloud's default disk."""
-    builds: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")], Build] = {}
-    """Native engines the lab builds from source on the run's host (see `Build`)."""
-    cpu_args: str | None = None
+    engine: list[str] = Field(default=[], examples=[["torch", "transformers"]])
+    """Packages whose versions decide the lab's numbers: their installed versions are recorded
+    with every run, a change of version makes the steps run again, and `course run --engine`
+    swaps them."""
+    python: str = Field(default="python3", examples=[".venv/bin/python"])
+    """The interpreter whose packages a run records (the engine versions) and `course run
+    --setup` installs into; write the steps' commands with the same one."""
+    setup: Setup = Field(default=Setup(), examples=[{"install_seconds": 180}])
+    """Time a learner spends before the first step (below)."""
+    resources: Resources | None = Field(default=None, examples=[{"gpu": "H100", "disk_gb": 100}])
+    """The machine the lab needs when it runs in the cloud (below); none: CPU only, the cloud's
+    default disk."""
+    builds: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")], Build] = Field(
+        default={},
+        examples=[
+            {
+                "llama-cpp": {
+                    "package": "llama-cpp-python",
+                    "version": "0.3.16",
+                    "command": "bash build_llama.sh",
+                }
+            }
+        ],
+    )
+    """Native engines the lab builds from source on the run's host, by name (below); a step
+    names the ones it runs under `uses`."""
+    cpu_args: str | None = Field(default=None, examples=["--device cpu --tiny"])
     """Arguments that let a GPU step's Python script run on a CPU in seconds with shrunk models
     (e.g. `--device cpu --tiny`); START-HERE.md shows each GPU step with them, to try it first."""
-    include: list[str] = []
+    include: list[str] = Field(default=[], examples=[["../kv-cache/decoder.py"]])
     """Files of another lesson's lab that this lab uses, as paths from this lab's folder (e.g.
     `../kv-cache/decoder.py`): each run copies them into the scratch folder by file name, step
     hashes count them, and the lesson zip carries them. Shared code lives once in the repository."""
-    steps: list[Step] = Field(min_length=1)
-    """The steps, run in order."""
+    steps: list[Step] = Field(min_length=1, examples=[[{"id": "size", "run": "python3 size.py"}]])
+    """The steps, run in order: each has exactly one of `run`, `start` or `stop` (below)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Lab:
@@ -248,7 +288,8 @@ class Lab(_Strict):
             if isinstance(step, StopStep) and step.stop not in started:
                 hint = suggest(step.stop, started)
                 problems.append(
-                    f"step '{step.id}': stop: '{step.stop}' is not a service started by an earlier step{hint}"
+                    f"step '{step.id}': stop: '{step.stop}' is not a service started by an "
+                    f"earlier step{hint}"
                 )
         if problems:
             raise ValueError("; ".join(problems))
@@ -284,3 +325,29 @@ def step_command(step: AnyStep) -> str:
 def suggest(word: str, choices: set[str] | list[str]) -> str:
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+SCHEMA_FILE = "lab.schema.json"
+"""The JSON Schema's file under `lab/`, named by each lab.yml's first line for editors."""
+
+
+def json_schema() -> dict[str, Any]:
+    """lab.yml's JSON Schema, with every field's description and example (`course schema`)."""
+    schema = _one_line(Lab.model_json_schema(by_alias=True))
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **schema,
+        "title": "lab.yml: a lesson's lab",
+    }
+
+
+def _one_line(node: Any) -> Any:
+    """The schema with each description on one line, as an editor's tooltip shows it."""
+    if isinstance(node, dict):
+        return {
+            k: " ".join(v.split()) if k == "description" and isinstance(v, str) else _one_line(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_one_line(v) for v in node]
+    return node

@@ -28,8 +28,8 @@ from ..pages.choose import lesson_page_runs
 from ..pages.facts import (
     checked_on,
     engine_text,
-    gpu_name,
     hands_on_seconds,
+    machine_text,
     prose_words,
     reading_minutes,
     typing_seconds,
@@ -179,7 +179,7 @@ def cover_of(root: Path, src: str, run: Run, lab: LoadedLab) -> Cover:
             "Time",
             f"about {reading} min to read; {minutes_text(steps + installs + downloads)} hands-on",
         ),
-        ("GPU", gpu_name(run) or "none: the lab ran on a machine without a GPU"),
+        ("GPU", machine_text(run, lab)),
         ("Checked on", f"{checked_on(run)}, with {engine_text(run)} (run {run.run_id})"),
     )
     return Cover(

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..record.quantity import ExprError, Expression, Quantity
+from .format import recorded
 
 _TAG = re.compile(r"<[^>]+>")
 _SPACE = re.compile(r"\s+")
@@ -44,6 +45,13 @@ class ClaimResult:
         return f'claim "{self.text}" does not hold: `{self.condition}` is false with {read}'
 
 
+def shown_value(quantity: Quantity) -> str:
+    """A value a claim read, as its failure message shows it (the one number format)."""
+    if quantity.text is not None:
+        return repr(quantity.text)
+    return recorded(quantity.value, quantity.unit)
+
+
 def plain_text(fragment: str) -> str:
     """Prose as a reader sees it: tags removed, entities decoded, whitespace collapsed."""
     return _SPACE.sub(" ", html.unescape(_TAG.sub("", fragment))).strip()
@@ -55,7 +63,7 @@ def check_claim(condition: str, text: str, lookup: Callable[[str], Quantity]) ->
 
     def reading(reference: str) -> Quantity:
         quantity = lookup(reference)
-        seen[reference] = quantity.describe()
+        seen[reference] = shown_value(quantity)
         return quantity
 
     shown = plain_text(text)

@@ -16,9 +16,11 @@ from .claims import plain_text
 from .context import FigureData, PageContext
 from .lessons import scan
 from .render import render_page
-from .widgets import load_drawer
+from .widgets import load_drawer, script_failure
 
 _FIGURE = re.compile(r"""figure\(\s*["']([\w-]+)["']""")
+KEPT = "file:"
+"""How a figure's use of a kept file is named in `PageSide.figures`: `file:step/path`."""
 _REFERENCE = re.compile(r"[a-z0-9][a-z0-9-]*\.[a-z_][a-z0-9_]*")
 
 
@@ -33,40 +35,35 @@ class PageSide:
     reveals: dict[str, str] = field(default_factory=dict)
     """'page#check' -> the revealed measured answer as shown"""
     figures: dict[str, list[str]] = field(default_factory=dict)
-    """'page: figure' -> the values it draws from (`step.name`)"""
+    """'page: figure' -> the values (`step.name`) and kept files (`file:step/path`) it draws
+    from"""
     unread: list[str] = field(default_factory=list)
     """Pages or figures that could not be evaluated on this run, each with why."""
 
 
-class _RecordingData(FigureData):
-    """FigureData that notes every value a figure reads."""
-
-    def __init__(self, context: PageContext) -> None:
-        super().__init__(context)
-        self.read: set[str] = set()
-
-    def value(self, reference: str, unit: str | None = None) -> float:
-        self.read.update(_REFERENCE.findall(reference))
-        return super().value(reference, unit)
-
-
 def figure_inputs(root: Path, context: PageContext, name: str) -> tuple[list[str], str | None]:
-    """The values (`step.name`) a figure draws from, found by drawing it off-screen; and any
-    error.
-    """
+    """What a figure draws from, found by drawing it off-screen: the values (`step.name`) and
+    the kept files (`file:step/path`) it read; and any error."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    draw = load_drawer(root / "figures" / f"{name}.py", f"figures/{name}.py")
-    data = _RecordingData(context)
+    script = root / "figures" / f"{name}.py"
+    draw = load_drawer(script, f"figures/{name}.py")
+    data = FigureData(context)
     error = None
     try:
         draw(Figure(), data)
     except Exception as exc:  # noqa: BLE001 - the author's figure script; the diff names the failure
-        error = f"{type(exc).__name__}: {exc}"
-    return sorted(data.read), error
+        error = script_failure(exc, script, f"figures/{name}.py")
+    used: set[str] = set()
+    for key in data.reads:
+        if key[0] == "value":
+            used.update(_REFERENCE.findall(key[1]))
+        elif key[0] == "file":
+            used.add(f"{KEPT}{key[1]}/{key[2]}")
+    return sorted(used), error
 
 
 def evaluate_pages(root: Path, lesson: str, run: Run) -> PageSide:

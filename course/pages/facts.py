@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import PageError
 from ..lab.load import LoadedLab
 from ..record.models import Run
-from .format import day, money
+from .format import day, duration, minutes_text, money
 
 WORDS_PER_MINUTE = 200
 PRICES_FILE = Path("docs/data/prices.yml")
@@ -113,10 +113,47 @@ def gpu_name(run: Run) -> str | None:
     return gpu.name if gpu.count == 1 else f"{gpu.count} × {gpu.name}"
 
 
+def gpu_steps(lab: LoadedLab | None) -> list[str]:
+    """The ids of the lab's steps that say `needs: gpu`."""
+    return [s.id for s in lab.lab.steps if s.needs == "gpu"] if lab is not None else []
+
+
+def machine_text(run: Run, lab: LoadedLab | None) -> str:
+    """The machine the lab needs, in words: the GPU its run was recorded on, or any machine."""
+    gpu = gpu_name(run)
+    if gpu is not None:
+        return gpu
+    needing = gpu_steps(lab)
+    if not needing:
+        return "any machine: no step of the lab needs a GPU"
+    # a run without a GPU whose GPU steps were reused from an earlier run on one
+    return f"no GPU recorded (steps {', '.join(needing)} need one; their results were reused)"
+
+
+def hands_on_text(steps: float, install: float, download: float, typing: float = 0.0) -> str:
+    """'about 13 min: the recorded steps took 1 min 36 s, plus 4 min of installs, 5 min of
+    downloads and 2 min to read and type each step (a minute a step)'; parts that take no time
+    are left out."""
+    total = minutes_text(steps + install + download + typing)
+    text = f"{total}: the recorded steps took {duration(steps)}"
+    extra = [
+        f"{minutes_text(seconds).removeprefix('about ')} {what}"
+        for seconds, what in (
+            (install, "of installs"),
+            (download, "of downloads"),
+            (typing, "to read and type each step (a minute a step)"),
+        )
+        if seconds > 0
+    ]
+    if extra:
+        text += ", plus " + ", ".join(extra[:-1]) + (" and " if len(extra) > 1 else "") + extra[-1]
+    return text
+
+
 def cost_text(prices: Prices, gpu: str | None, seconds: float) -> tuple[str, list[Price]]:
     """The GPU's price per hour and the lab's cost at it, as a range where there are several."""
     if gpu is None:
-        return "no GPU was used: the lab runs on any machine", []
+        return "no GPU to rent", []
     base = gpu.split(" × ")[-1]
     count = int(gpu.split(" × ")[0]) if " × " in gpu else 1
     found = prices.gpus.get(base, [])

@@ -20,6 +20,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import PageError
+from ..lab.keys import keys, mapping_at
+from ..lab.schema import suggest
 from .checks import Check
 
 DATA_KEYS = ("checks", "faq", "glossary")
@@ -74,12 +76,48 @@ def load_page_data(docs: Path, src: str, front: dict[str, Any]) -> PageData:
     try:
         return PageData.model_validate(merged)
     except ValidationError as exc:
-        problems = "\n".join(
-            f"  - {'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()
-        )
+        problems = [f"  - {data_problem(e)}" for e in exc.errors()]
         where = shown if path.is_file() else f"docs/{src} (front matter)"
-        raise PageError(f"{where}: {len(exc.errors())} problem(s):\n{problems}") from None
+        noun = "problem" if len(problems) == 1 else "problems"
+        raise PageError(f"{where}: {len(problems)} {noun}:\n" + "\n".join(problems)) from None
+
+
+def data_problem(error: Any) -> str:
+    """One problem of a page's data as a sentence naming the check, question or term it is in:
+    "check 'grows', option #2: text: required but missing"."""
+    loc, index = list(error["loc"]), 0
+    where: list[str] = []
+    keys_path: list[str] = []
+    named = {"checks": "check '{}'", "glossary": "glossary '{}'", "faq": "faq #{}"}
+    while index < len(loc):
+        key, following = loc[index], loc[index + 1] if index + 1 < len(loc) else None
+        if key in named and following is not None and not keys_path:
+            shown = following + 1 if isinstance(following, int) else following
+            where.append(named[str(key)].format(shown))
+            index += 2
+        elif key == "options" and isinstance(following, int) and not keys_path:
+            where.append(f"option #{following + 1}")
+            index += 2
+        else:
+            keys_path.append(str(key))
+            index += 1
+    if error["type"] == "extra_forbidden":
+        key = keys_path.pop()
+        allowed = known_keys(loc[:-1])
+        message = f"unknown key '{key}'{suggest(key, allowed)}; allowed here: {', '.join(allowed)}"
+    elif error["type"] == "missing":
+        message = "required but missing"
+    else:
+        message = error["msg"].removeprefix("Value error, ")
+        if not isinstance(error["input"], (dict, list)):
+            message += f" (got {error['input']!r})"
+    return ": ".join(x for x in (", ".join(where), ".".join(keys_path), message) if x)
+
+
+def known_keys(loc: list[Any]) -> list[str]:
+    """The keys the mapping at `loc` of a page's data takes, from the models."""
+    found = mapping_at(loc, PageData)
+    return keys(found.model) if found is not None else list(DATA_KEYS)
 
 
 def slug(text: str) -> str:

@@ -1,9 +1,14 @@
-"""Number formatting, in one place, for pages, run histories, `course diff` and START-HERE.md.
+"""Number formatting, in one place, for pages, claims, run histories, `course diff` and
+START-HERE.md.
 
-The rule: a number an author formats names its decimals (`value(..., decimals=2)`); a number shown
-without that (run history, diff, START-HERE) is shown with thousands separators, integers whole,
-other numbers to four significant digits (0.3459 ms, 44.00 ms, 201.7 tok/s), never in exponent
-notation. Durations read like a clock a person uses (0.84 s, 12.3 s, 2 min 05 s).
+The rule (docs/writing-a-lesson.md, "How numbers are shown"): a number an author formats names
+its decimals (`value(..., decimals=2)`); any other number, on a page or anywhere else, shows four
+significant digits, and no decimals when it is whole at that precision (114,688 B; 448 MiB;
+0.3459 ms; 201.7 tok/s; 1.549; 44 ms for 44.001 ms), with thousands separators, never in exponent
+notation. A change
+between two runs is a signed percentage with one decimal (+12.5 %). Durations read like a clock a
+person uses (0.84 s, 12.3 s, 2 min 05 s); times a reader plans with are rounded to the minute
+("under a minute", "about 14 min").
 """
 
 from __future__ import annotations
@@ -22,24 +27,39 @@ def format_number(value: float, decimals: int, separators: bool = True) -> str:
     return text
 
 
-def significant(value: float, digits: int = SIGNIFICANT) -> str:
-    """A number to `digits` significant digits, with separators, in plain notation."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
+def decimals_for(value: float, digits: int = SIGNIFICANT) -> int:
+    """The decimals the rule gives a number nobody named decimals for: none for a whole number,
+    else enough for `digits` significant digits."""
+    if not math.isfinite(value) or abs(value - round(value)) < 1e-9 * max(1.0, abs(value)):
+        return 0
     magnitude = math.floor(math.log10(abs(value)))
     decimals = max(0, digits - 1 - magnitude)
-    return format_number(round(value, decimals), decimals)
+    if round(value, decimals) == round(value):  # 1234.0001: whole at four digits
+        return 0
+    return decimals
+
+
+def significant(value: float, digits: int = SIGNIFICANT, separators: bool = True) -> str:
+    """A number by the rule: whole numbers without decimals, others to `digits` significant
+    digits, with separators, in plain notation."""
+    if not math.isfinite(value):
+        return f"{value}"
+    return format_number(value, decimals_for(value, digits), separators)
 
 
 def recorded(value: float | str, unit: str = "none") -> str:
-    """A recorded value with its unit, by the rule above: '1,234 tok/s', '0.3459 ms', '44.00 ms'."""
-    if isinstance(value, str):
-        text = value
-    elif isinstance(value, int):
-        text = f"{value:,}"
-    else:
-        text = significant(value)
+    """A recorded value with its unit, by the rule above: '1,234 tok/s', '0.3459 ms', '44 ms'."""
+    text = value if isinstance(value, str) else significant(value)
     return text if unit == "none" else f"{text} {unit}"
+
+
+def change(relative: float | None) -> str:
+    """A relative change between two runs as a signed percentage: '+12.5 %', '-3.0 %', 'new'."""
+    if relative is None:
+        return ""
+    if math.isinf(relative):
+        return "new"
+    return f"{relative * 100:+,.1f} %"
 
 
 def duration(seconds: float) -> str:
@@ -55,10 +75,11 @@ def duration(seconds: float) -> str:
 
 
 def minutes_text(seconds: float) -> str:
-    """'about 14 min', 'about 1 h 05 min', 'under a minute' (whole minutes, rounded up)."""
-    minutes = math.ceil(seconds / 60) if seconds > 0 else 0
-    if minutes < 1:
+    """'under a minute' (below 60 s), else 'about 14 min', 'about 1 h 05 min' (to the nearest
+    minute)."""
+    if seconds < 60:
         return "under a minute"
+    minutes = math.floor(seconds / 60 + 0.5)
     if minutes < 60:
         return f"about {minutes} min"
     return f"about {minutes // 60} h {minutes % 60:02d} min"

@@ -34,17 +34,13 @@ def lesson_header(page: PageContext, markdown: str) -> str:
             "Reading", f"{minutes_text(facts.reading_minutes(words) * 60)} ({words:,} words)"
         ),
         facts.fact_row(
-            "Hands-on",
-            f"{minutes_text(hands_on)}: the recorded steps took "
-            f"{minutes_text(steps).removeprefix('about ')}, plus "
-            f"{minutes_text(install).removeprefix('about ')} of installs, "
-            f"{minutes_text(download).removeprefix('about ')} of downloads and "
-            f"{minutes_text(typing).removeprefix('about ')} to read and type each step "
-            "(a minute a step)",
+            "Hands-on", html.escape(facts.hands_on_text(steps, install, download, typing))
         ),
         facts.fact_row(
             "Hardware and cost",
-            f"{html.escape(gpu or 'no GPU')}: {html.escape(cost)}{_price_sources(prices)}",
+            f"{html.escape(gpu)}: {html.escape(cost)}{_price_sources(prices)}"
+            if gpu
+            else html.escape(facts.machine_text(run, page.lab)),
         ),
         facts.fact_row(
             "Checked on",

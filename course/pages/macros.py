@@ -21,17 +21,18 @@ from pydantic import ValidationError
 from ..errors import CourseError, PageError
 from ..lab.files import lab_files
 from ..record.quantity import ExprError
-from .checks import ShownCheck, ShownOption, check_html
+from .checks import Check, ShownCheck, ShownOption, check_html
 from .claims import check_claim, claim_html
 from .context import FigureData, PageContext
 from .faq import glossary_html
-from .format import format_number
+from .figures import figure as draw_or_reuse
+from .format import decimals_for, format_number
 from .widgets import (
     WidgetError,
-    draw_figure,
     figure_html,
     listing_markdown,
     load_drawer,
+    script_failure,
     select_lines,
     split_transcript,
     terminal_html,
@@ -44,6 +45,8 @@ Macro = Callable[..., str]
 F = TypeVar("F", bound=Callable[..., str])
 MACROS: dict[str, Macro] = {}
 """Macro name -> function(ctx, *args, **kwargs)."""
+RAW: dict[str, Macro] = {}
+"""Macro name -> the function itself, raising instead of collecting (for a macro inside one)."""
 ANSWERABLE = (CourseError, ValidationError)
 """What a macro turns into a page problem: the project's errors and invalid page data."""
 
@@ -63,11 +66,13 @@ def macro(func: F) -> F:
             return func(ctx, *args, **kwargs)
         except ANSWERABLE as exc:
             message = str(exc).strip()
-            ctx.problem(call_text(func.__name__, args, kwargs), message)
+            call = call_text(func.__name__, args, kwargs)
+            ctx.problem(f"{ctx.within[-1]}: {call}" if ctx.within else call, message)
             name, shown = html.escape(func.__name__), html.escape(message)
             return f'<span class="course-error">[{name}: {shown}]</span>'
 
     MACROS[func.__name__] = wrapper
+    RAW[func.__name__] = func
     return wrapper  # type: ignore[return-value]
 
 
@@ -89,7 +94,10 @@ _TEXT_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=Fals
 
 def render_text(ctx: PageContext, text: str) -> str:
     """A string from the data file with its macros run and its Markdown made inline HTML."""
-    return inline(_TEXT_ENV.from_string(text).render(**bound(ctx)))
+    try:
+        return inline(_TEXT_ENV.from_string(text).render(**bound(ctx)))
+    except jinja2.TemplateError as exc:
+        raise PageError(f"{type(exc).__name__}: {exc} in {text!r}") from None
 
 
 def _int_option(name: str, given: object) -> int:
@@ -125,7 +133,7 @@ def value(
         if times:
             suffix = "\u00a0×"
         if decimals is None:
-            places = 0 if abs(number - round(number)) < 1e-9 else 1
+            places = decimals_for(number)
         else:
             places = _int_option("decimals", decimals)
         shown = format_number(number, places, separators) + suffix
@@ -185,17 +193,21 @@ def figure(ctx: PageContext, name: str, alt: str | None = None, caption: str = "
         raise WidgetError(
             f'figure \'{name}\' needs alt text: figure("{name}", alt="what it shows", caption=...)'
         )
-    draw = load_drawer(ctx.root / "figures" / f"{name}.py", f"figures/{name}.py")
+    script, shown = ctx.root / "figures" / f"{name}.py", f"figures/{name}.py"
     source = f"{ctx.run.run_id}/figures/{name}"
-    if ctx.site_dir is None:
+    if ctx.site_dir is None:  # checking only: the script must load and define draw()
+        load_drawer(script, shown)
         return f'<figure class="course-figure" data-source="{html.escape(source)}"></figure>'
     target = f"assets/figures/{ctx.lesson}/{name}"
+    keep = ctx.figure_cache / ctx.lesson / name if ctx.figure_cache else None
     try:
-        drawn = draw_figure(draw, FigureData(ctx), ctx.site_dir, target)
-    except ANSWERABLE:
+        drawn, _ = draw_or_reuse(script, shown, FigureData(ctx), ctx.site_dir, target, keep)
+    except (WidgetError, ValidationError):
         raise
+    except CourseError as exc:  # a value or kept file the script asked for: say which script
+        raise WidgetError(f"{shown}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - the author's figure script may raise anything
-        raise WidgetError(f"figures/{name}.py failed: {type(exc).__name__}: {exc}") from None
+        raise WidgetError(script_failure(exc, script, shown)) from None
     base = ctx.to_root()
     shown_caption = inline(caption) if caption else ""
     return figure_html(
@@ -213,9 +225,18 @@ def check(ctx: PageContext, check_id: str) -> str:
         raise WidgetError(f"check '{check_id}' is placed twice")
     ctx.placed_checks.append(check_id)
     spec = ctx.data.checks[check_id]
+    with ctx.inside(f"check '{check_id}' in {ctx.data_label}"):
+        return _check(ctx, check_id, spec)
+
+
+def _check(ctx: PageContext, check_id: str, spec: Check) -> str:
+    """A check's HTML; each failure names the part of the check it is in."""
     rights = [o.right for o in spec.options]
     if all(o.when is not None for o in spec.options):
-        rights = [ctx.holds(o.when or "") for o in spec.options]
+        rights = [
+            _part(f"option #{i + 1}: when", ctx.holds, o.when or "")
+            for i, o in enumerate(spec.options)
+        ]
         if sum(rights) != 1:
             held = [o.text for o, r in zip(spec.options, rights, strict=True) if r] or ["none"]
             raise WidgetError(
@@ -223,20 +244,35 @@ def check(ctx: PageContext, check_id: str) -> str:
                 f"{ctx.run.run_id}; holding: {'; '.join(held)}"
             )
     options = [
-        ShownOption(render_text(ctx, o.text), render_text(ctx, o.why), r)
-        for o, r in zip(spec.options, rights, strict=True)
+        ShownOption(
+            _part(f"option #{i + 1}: text", render_text, ctx, o.text),
+            _part(f"option #{i + 1}: why", render_text, ctx, o.why),
+            r,
+        )
+        for i, (o, r) in enumerate(zip(spec.options, rights, strict=True))
     ]
     measured = ""
     if spec.measured:
-        measured = MACROS["value"](
-            ctx, spec.measured, unit=spec.unit, decimals=spec.decimals, percent=spec.percent
-        ) + html.escape(spec.suffix)
+        value_of = RAW["value"]
+        measured = _part(
+            "measured", value_of, ctx, spec.measured, unit=spec.unit, decimals=spec.decimals,
+            percent=spec.percent,
+        ) + html.escape(spec.suffix)  # fmt: skip
         ctx.reveals[check_id] = measured
-    note = render_text(ctx, spec.note) if spec.note else ""
-    shown = ShownCheck(
-        check_id, spec.kind, render_text(ctx, spec.question), options, measured, note
-    )
-    return check_html(shown)
+    note = _part("note", render_text, ctx, spec.note) if spec.note else ""
+    question = _part("question", render_text, ctx, spec.question)
+    return check_html(ShownCheck(check_id, spec.kind, question, options, measured, note))
+
+
+T = TypeVar("T")
+
+
+def _part(label: str, make: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """One part of a check made; its failure says which part ('measured', 'option #2: why')."""
+    try:
+        return make(*args, **kwargs)
+    except ANSWERABLE as exc:
+        raise WidgetError(f"{label}: {exc}") from None
 
 
 @macro
@@ -262,13 +298,19 @@ def claim(
 @macro
 def faq(ctx: PageContext, level: int = 3) -> str:
     """The page's questions people ask, each a heading and a short answer."""
-    return "\n\n".join(
-        f"{'#' * level} {entry.q}\n\n{render_text(ctx, entry.a)}" for entry in ctx.data.faq
-    )
+    shown = []
+    for number, entry in enumerate(ctx.data.faq, 1):
+        with ctx.inside(f"faq #{number} in {ctx.data_label}"):
+            answer = _part(f"faq #{number}: a", render_text, ctx, entry.a)
+            shown.append(f"{'#' * level} {entry.q}\n\n{answer}")
+    return "\n\n".join(shown)
 
 
 @macro
 def glossary(ctx: PageContext) -> str:
     """The page's glossary as a definition list."""
-    terms = [(term, render_text(ctx, text)) for term, text in ctx.data.glossary.items()]
+    terms = []
+    for term, text in ctx.data.glossary.items():
+        with ctx.inside(f"glossary '{term}' in {ctx.data_label}"):
+            terms.append((term, _part(f"glossary '{term}'", render_text, ctx, text)))
     return glossary_html(terms)

@@ -24,6 +24,7 @@ from .render import collecting_undefined, finish, structured_data
 
 log = logging.getLogger("mkdocs.course")
 LENIENT = "COURSE_LENIENT"
+FIGURE_CACHE = Path(".cache") / "figures"
 
 
 @dataclass
@@ -31,6 +32,8 @@ class BuildState:
     """The pages of one build and the problems they found."""
 
     pages: dict[str, PageContext] = field(default_factory=dict)
+    figure_cache: Path | None = None
+    """Where figures are kept between builds; None: `.cache/figures/` of the project."""
 
     @property
     def problems(self) -> list[Problem]:
@@ -48,7 +51,10 @@ def report(problems: list[Problem]) -> str:
     lines = [f"{len(problems)} {noun} in {len(pages)} page{'s' if len(pages) != 1 else ''}:"]
     for page in pages:
         lines.append(f"{page}:")
-        lines += [f"  - {p.call}: {p.message}" for p in problems if p.page == page]
+        for p in problems:
+            if p.page == page:  # a message of several lines (a data file's list) sits under it
+                first, *rest = f"{p.call}: {p.message}".splitlines()
+                lines += [f"  - {first}", *(f"    {line}" for line in rest)]
     return "\n".join(lines)
 
 
@@ -59,13 +65,15 @@ def context_for(env: Any) -> PageContext:
     ctx = STATE.pages.get(src)
     if ctx is None:
         config = env.conf
+        root = Path(config.config_file_path).resolve().parent
         ctx = PageContext(
-            root=Path(config.config_file_path).resolve().parent,
+            root=root,
             src=src,
             meta=LessonMeta.model_validate(page.meta or {}),
             raw_meta=dict(page.meta or {}),
             url=page.url,
             site_dir=Path(config.site_dir),
+            figure_cache=STATE.figure_cache or root / FIGURE_CACHE,
         )
         STATE.pages[src] = ctx
     return ctx

@@ -20,6 +20,7 @@ from ..record.models import Run
 from . import facts
 from . import history as _history  # noqa: F401 - registers provenance() and run_history()
 from . import install as _install  # noqa: F401 - registers get_files()
+from . import reference as _reference  # noqa: F401 - registers lab_reference()
 from .claims import plain_text
 from .context import PageContext
 from .faq import jsonld

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import importlib.util
 import re
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,11 +138,30 @@ def load_drawer(path: Path, shown: str) -> Callable[..., Any]:
     if spec is None or spec.loader is None:
         raise WidgetError(f"cannot load {shown}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - the author's figure script may raise anything
+        raise WidgetError(script_failure(exc, path, shown)) from None
     draw = getattr(module, "draw", None)
     if not callable(draw):
         raise WidgetError(f"{shown} defines no function draw(fig, data)")
     return draw  # type: ignore[no-any-return]
+
+
+def script_failure(exc: BaseException, path: Path, shown: str) -> str:
+    """An exception of a figure script as a sentence naming the script's file and line."""
+    if isinstance(exc, SyntaxError) and exc.lineno is not None:
+        return f"{shown}, line {exc.lineno}: SyntaxError: {exc.msg}"
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if Path(f.filename).resolve() == path.resolve()
+    ]
+    where = shown
+    if frames:  # the script's own line that led to the error, however deep it was raised
+        last = frames[-1]
+        where = f"{shown}, line {last.lineno}, in {last.name}: `{(last.line or '').strip()}`"
+    return f"{where}: {type(exc).__name__}: {exc}"
 
 
 def draw_figure(draw: Callable[..., Any], data: Any, site_dir: Path, rel_stem: str) -> Drawn:

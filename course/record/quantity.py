@@ -1,5 +1,5 @@
-"""Recorded values as quantities: unit-aware arithmetic, a small safe expression language,
-formatting.
+"""Recorded values as quantities: unit-aware arithmetic and a small safe expression language
+(formatting them is the pages' job: `pages/format.py`).
 
 A page names a value as `step.name`; an expression combines such names with numbers, `+ - * /`,
 comparisons, `and`/`or`/`not` and a few functions (below). Nothing else of Python is allowed.
@@ -51,13 +51,6 @@ class Quantity:
             )
         except ValueError as exc:
             raise ExprError(str(exc)) from None
-
-    def describe(self) -> str:
-        """The quantity as an error message shows it."""
-        if self.text is not None:
-            return repr(self.text)
-        number = f"{self.value:,.6g}" if not self.integral else f"{int(self.value):,}"
-        return number if self.unit == "none" else f"{number} {self.unit}"
 
 
 def _dimension(unit: str) -> str:
@@ -222,10 +215,8 @@ class Expression:
         source = REFERENCE.sub(swap, text.strip())
         try:
             tree = ast.parse(source, mode="eval")
-        except SyntaxError:
-            raise ExprError(
-                f"cannot read the expression {text!r} (put spaces around '-')"
-            ) from None
+        except SyntaxError as exc:
+            raise ExprError(f"cannot read the expression {text!r}: {exc.msg}") from None
         for node in ast.walk(tree):
             if not isinstance(node, _ALLOWED):
                 raise ExprError(

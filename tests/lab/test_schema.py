@@ -39,7 +39,9 @@ def test_fixture_lab_loads_with_each_step_kind(project: Path) -> None:
 
 
 def test_every_problem_is_reported_at_once_with_step_field_and_line(tmp_path: Path) -> None:
-    path = write_lab(tmp_path, """\
+    path = write_lab(
+        tmp_path,
+        """\
 lesson: demo
 title: Demo
 steps:
@@ -55,10 +57,14 @@ steps:
     start: python3 server.py
   - id: four
     stop: servr
-""")
+""",
+    )
     found = problems(path)
     assert len(found) == 5, found
-    assert "line 6: step 'one': timout: unknown key 'timout' (did you mean 'timeout'?)" in found
+    assert (
+        "line 6: step 'one': timout: unknown key 'timout' (did you mean 'timeout'?); a run step "
+        "takes: id, title, needs, env, inputs, files, capture, uses, run, timeout"
+    ) in found
     assert any("step 'two': capture.n" in p and "needs a group" in p for p in found)
     assert any("step 'two': capture.m.unit" in p and "'parsecs' is not one of" in p for p in found)
     assert any("step 'Bad_Id': id:" in p and "not a valid name" in p for p in found)
@@ -66,7 +72,9 @@ steps:
 
 
 def test_json_capture_needs_a_key_and_step_needs_a_kind(tmp_path: Path) -> None:
-    path = write_lab(tmp_path, """\
+    path = write_lab(
+        tmp_path,
+        """\
 lesson: demo
 title: Demo
 stesp: []
@@ -78,15 +86,21 @@ steps:
     run: echo hi
     capture:
       v: {json: out.json, regex: '(x)'}
-""")
+""",
+    )
     found = problems(path)
-    assert "line 3: stesp: unknown key 'stesp' (did you mean 'steps'?)" in found
+    assert (
+        "line 3: stesp: unknown key 'stesp' (did you mean 'steps'?); the top level takes: lesson, "
+        "title, engine, python, setup, resources, builds, cpu_args, include, steps"
+    ) in found
     assert any("step 'one':" in p and "exactly one of 'run', 'start' or 'stop'" in p for p in found)
     assert any("step 'two': capture.v: give exactly one of 'regex' or 'json'" in p for p in found)
 
 
 def test_cross_step_problems(tmp_path: Path) -> None:
-    path = write_lab(tmp_path, """\
+    path = write_lab(
+        tmp_path,
+        """\
 lesson: other
 title: Demo
 steps:
@@ -95,14 +109,17 @@ steps:
     inputs: [a.py, missing/*.json]
   - id: one
     stop: servr
-""")
+""",
+    )
     found = problems(path)
     assert any("step id 'one' is used twice" in p for p in found)
     assert any("stop: 'servr' is not a service started by an earlier step" in p for p in found)
 
 
 def test_inputs_that_match_nothing_and_lesson_name_are_reported(tmp_path: Path) -> None:
-    path = write_lab(tmp_path, """\
+    path = write_lab(
+        tmp_path,
+        """\
 lesson: other
 title: Demo
 steps:
@@ -110,7 +127,8 @@ steps:
     run: echo hi
     inputs: [a.py, "missing/*.json"]
     files: [../escape.txt]
-""")
+""",
+    )
     found = problems(path)
     assert any("'../escape.txt' must be a path inside the lab folder" in p for p in found)
     # the file-system checks run once the schema holds
@@ -127,3 +145,69 @@ def test_bad_yaml_and_missing_file(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere" / "lab.yml"
     with pytest.raises(LabError, match="no such file"):
         load_lab(missing)
+
+
+def test_unknown_keys_at_every_depth_get_a_suggestion_and_the_allowed_keys(tmp_path: Path) -> None:
+    """The guesses a new author made: `ready: {timeout: 10}`, `ready: {deadline: 10}`, and
+    misspellings inside a capture, setup and resources."""
+    path = write_lab(
+        tmp_path,
+        """\
+lesson: demo
+title: Demo
+setup: {install_second: 10}
+resources: {gpus: H100}
+steps:
+  - id: serve
+    start: python3 a.py
+    ready: {url: "http://127.0.0.1:8000/", timeout: 10}
+  - id: serve-2
+    start: python3 a.py
+    ready: {log: ready, deadline: 10}
+    timeout: 5
+  - id: one
+    run: python3 a.py
+    capture:
+      n: {regex: '(\\d+)', units: ms}
+  - id: two
+    rnu: python3 a.py
+""",
+    )
+    found = problems(path)
+    assert found == [
+        "line 3: setup.install_second: unknown key 'install_second' (did you mean "
+        "'install_seconds'?); setup takes: install_seconds, download_seconds",
+        "line 4: resources.gpus: unknown key 'gpus' (did you mean 'gpu'?); resources takes: gpu, "
+        "count, disk_gb",
+        "line 8: step 'serve': ready.timeout: unknown key 'timeout' ('timeout' is a key of a run "
+        "step); ready takes: url, log",
+        "line 11: step 'serve-2': ready.deadline: unknown key 'deadline' ('deadline' is a key of a "
+        "start step, one level up); ready takes: url, log",
+        "line 12: step 'serve-2': timeout: unknown key 'timeout' ('timeout' is a key of a run "
+        "step); a start step takes: id, title, needs, env, inputs, files, capture, uses, start, "
+        "ready, deadline",
+        "line 16: step 'one': capture.n.units: unknown key 'units' (did you mean 'unit'?); "
+        "capture 'n' takes: regex, json, key, type, unit",
+        "line 17: step 'two': a step needs exactly one of 'run', 'start' or 'stop' (found 'rnu': "
+        "did you mean 'run'?)",
+    ]
+
+
+def test_the_allowed_keys_come_from_the_models() -> None:
+    """No hand-kept list: every field of every model is a key the messages know."""
+    from course.lab.keys import keys, mapping_at
+    from course.lab.schema import Capture, Lab, Ready, Resources, Setup
+
+    assert keys(Capture) == ["regex", "json", "key", "type", "unit"]
+    for loc, model in [
+        ((), Lab),
+        (("setup",), Setup),
+        (("resources",), Resources),
+        (("steps", 0, "start", "ready"), Ready),
+        (("steps", 2, "run", "capture", "p50"), Capture),
+        (("steps", 1, "stop"), StopStep),
+    ]:
+        found = mapping_at(loc)
+        assert found is not None and found.model is model, loc
+    assert mapping_at(("steps", 0, "run", "env")) is None  # a mapping of names, not of keys
+    assert mapping_at(("nowhere",)) is None

@@ -161,8 +161,8 @@ def test_a_knowledge_check_without_a_right_answer_fails(tmp_path: Path) -> None:
     _, problems = check_site(root)
     assert [str(p) for p in problems] == [
         (
-            "docs/part-1/tiny.md: check('slower'): docs/part-1/tiny.yml: 1 problem(s):\n"
-            "  - checks.why-two: exactly one option must be marked 'right: true' (none is)"
+            "docs/part-1/tiny.md: check('slower'): docs/part-1/tiny.yml: 1 problem:\n"
+            "  - check 'why-two': exactly one option must be marked 'right: true' (none is)"
         )
     ]
 

@@ -1,0 +1,153 @@
+"""`course new demo && course run demo && course build`, exactly, on a fresh copy of the repository,
+on a machine without a GPU: the new lesson runs and builds at once."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import COURSE, REPO
+
+from course.errors import LabError
+from course.lab.load import load_lab
+from course.pages.lessons import lesson_pages
+from course.scaffold.new import TEMPLATES, new_lesson, placement
+
+
+def fresh_copy(dst: Path) -> Path:
+    """The repository's files as a clone has them (tracked, and new files not ignored)."""
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (dst / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dst / name)
+    return dst
+
+
+def course(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`course ARGS` typed in the copy's folder (its own `course/` package)."""
+    return subprocess.run(
+        [*COURSE, *args], cwd=root, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+@pytest.mark.slow
+def test_course_new_then_run_then_build_works_at_once(tmp_path: Path) -> None:
+    root = fresh_copy(tmp_path / "clone")
+    place = placement(root, None)  # the course's last part, after its last lesson
+    made = course(root, "new", "demo")
+    assert made.returncode == 0, made.stderr
+    written = re.findall(r"^wrote (\S+)$", made.stdout, re.MULTILINE)
+    assert sorted(written) == [
+        f"docs/part-{place.part}/demo.md",
+        f"docs/part-{place.part}/demo.yml",
+        "figures/demo_latency.py",
+        "lab/demo/README.md",
+        "lab/demo/client.py",
+        "lab/demo/lab.yml",
+        "lab/demo/pyproject.toml",
+        "lab/demo/server.py",
+        "lab/demo/work.py",
+        "lab/lab.schema.json",
+    ]
+    assert f"Lesson {place.number}, 'Demo'" in made.stdout
+
+    ran = course(root, "run", "demo")
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    (run_dir,) = (root / "build" / "demo").iterdir()
+    assert run_dir.name.endswith("-cpu")
+    kept = run_dir / "files" / "requests" / "results" / "latency.json"
+    assert len(json.loads(kept.read_text())["latencies_ms"]) == 200
+
+    built = course(root, "build")
+    assert built.returncode == 0, built.stderr + built.stdout
+    # the repository's own site too, from its committed records: home, authors' pages, lessons
+    site = root / "site"
+    for page in ("index.html", "writing-a-lesson/index.html", "authors/lab-yml/index.html"):
+        assert (site / page).is_file(), page
+    lessons = lesson_pages(root / "docs")
+    assert len(lessons) >= 2
+    for entry in lessons:
+        assert (site / entry.url / "index.html").is_file(), entry.src
+        assert (site / "downloads" / f"{entry.meta.lesson}.pdf").is_file(), entry.src
+    page = (root / "site" / f"part-{place.part}/demo/index.html").read_text(encoding="utf-8")
+    assert f'data-source="{run_dir.name}/requests.p50"' in page
+    assert "any machine: no step of the lab needs a GPU" in page
+    # a minute a step to read and type it, and the steps' own second or so, to the hundredth
+    assert re.search(r"about 4 min: the recorded steps took \d\.\d\d s, plus 4 min to read", page)
+    assert 'data-claim-state="holds"' in page and 'data-claim-state="fails"' not in page
+    assert "course-error" not in page
+    svg = root / "site" / "assets" / "figures" / "demo" / "demo_latency.svg"
+    assert svg.read_text(encoding="utf-8").count("<path") > 20
+    for download in ("demo.pdf", "demo.zip"):
+        assert (root / "site" / "downloads" / download).stat().st_size > 1000
+
+    again = course(root, "new", "demo")
+    assert again.returncode == 1
+    assert "lesson 'demo' exists already (lab/demo" in again.stderr
+
+
+def test_the_new_lab_is_valid_and_named_for_editors(tmp_path: Path) -> None:
+    made = new_lesson(tmp_path, "first-steps", part=3, title="First steps: a lab")
+    lab = load_lab(tmp_path / "lab" / "first-steps" / "lab.yml")
+    assert lab.lab.title == "First steps: a lab"
+    kinds = [type(s).__name__ for s in lab.lab.steps]
+    assert kinds == ["RunStep", "StartStep", "RunStep", "StopStep"]
+    assert {c.json_file is None for c in lab.lab.step("requests").capture.values()} == {
+        True,
+        False,
+    }  # captures from the output and from a JSON file
+    assert lab.lab.step("requests").files == ["results/latency.json"]
+    assert all(s.needs is None for s in lab.lab.steps)
+    text = (tmp_path / "lab" / "first-steps" / "lab.yml").read_text()
+    assert text.startswith("# yaml-language-server: $schema=../lab.schema.json\n")
+    assert (tmp_path / "lab" / "lab.schema.json").is_file()
+    assert made.placement.number == "3.1" and made.placement.part_title == "Part 3"
+    page = (tmp_path / "docs" / "part-3" / "first-steps.md").read_text()
+    assert 'title: "First steps: a lab"' in page and 'number: "3.1"' in page
+    assert 'figure("first_steps_latency"' in page
+
+
+def test_the_new_page_uses_every_lesson_macro() -> None:
+    from course.pages.macros import MACROS
+    from course.pages.render import hint  # noqa: F401 - registers every macro
+
+    text = "".join(p.read_text() for p in (TEMPLATES / "docs").rglob("*.tmpl"))
+    authors_only = {"lab_reference"}
+    unused = [name for name in MACROS if name not in authors_only and f"{name}(" not in text]
+    assert "lab_reference" in MACROS and "get_files" in MACROS
+    assert unused == []
+
+
+def test_a_new_lesson_joins_the_last_part_after_its_last_lesson(tmp_path: Path) -> None:
+    for part, number, name in ((1, "1.1", "a"), (2, "2.3", "b"), (2, "2.4", "c")):
+        page = tmp_path / "docs" / f"part-{part}" / f"{name}.md"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(
+            f'---\nlesson: {name}\npart: "Part {part} · Things"\nnumber: "{number}"\n---\n'
+        )
+    assert placement(tmp_path, None).number == "2.5"
+    assert placement(tmp_path, None).part_title == "Part 2 · Things"
+    assert placement(tmp_path, 1).number == "1.2"
+    assert placement(tmp_path, 7) == placement(tmp_path, 7).__class__(7, "Part 7", "7.1")
+    with pytest.raises(LabError, match="parts are numbered from 1"):
+        placement(tmp_path, 0)
+
+
+def test_a_bad_name_or_a_taken_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(LabError, match="'Demo_1' is not a lesson name"):
+        new_lesson(tmp_path, "Demo_1")
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "demo_latency.py").write_text("")
+    with pytest.raises(LabError, match=r"exists already \(figures/demo_latency.py\)"):
+        new_lesson(tmp_path, "demo")
+    assert not (tmp_path / "lab" / "demo").exists()
