@@ -190,10 +190,11 @@ def run(
 
             sys.exit(run_all(root, options, stderr, targets, via=via, bucket=bucket))
         result = run_lesson(root, lesson or "", options, stderr, targets)
-    except Interrupted:
+    except Interrupted as exc:
         stderr.print(
-            "[bold red]interrupted:[/] every process of the run was ended; the partial run is "
-            "kept, marked failed"
+            f"[bold red]interrupted ({exc}):[/] every process of the run was ended; the partial "
+            "run is kept, marked failed",
+            highlight=False,
         )
         sys.exit(130)
     if isinstance(result, Plan):
@@ -209,6 +210,19 @@ def run(
             stderr.print(
                 f"[yellow]run is {result.record.status}:[/] some steps were skipped; "
                 "pages keep using the newest complete run"
+            )
+
+
+def warn_damaged(root: Path, lessons: list[str] | None = None) -> None:
+    """Say once, for each damaged record of these lessons (default: all), what it is and the
+    remedy; the commands skip such runs and go on."""
+    from .record.store import Store
+
+    store = Store(root / "build")
+    for lesson in store.lessons() if lessons is None else lessons:
+        for damaged in store.damaged_runs(lesson):
+            stderr.print(
+                f"[yellow]warning:[/] {damaged.message()}", highlight=False, soft_wrap=True
             )
 
 
@@ -230,6 +244,7 @@ def build(root: Path, site_dir: Path | None) -> None:
     """Build the site (HTML, PDFs, zips) from the committed records into site/."""
     from .site import build_site
 
+    warn_damaged(root)
     result = build_site(root, site_dir)
     stderr.print(
         f"built {result.site_dir} in {result.seconds:.1f} s "
@@ -271,7 +286,10 @@ def diff(
         ) from None
     from .record.store import Store
 
-    old, new = pick_runs(Store(root / "build"), lesson, run_a, run_b)
+    store = Store(root / "build")
+    store.lesson_dir(lesson)  # a name that is not a lesson's is refused here
+    warn_damaged(root, [lesson])
+    old, new = pick_runs(store, lesson, run_a, run_b)
     report = compare(old, new, lambda run: evaluate_pages(root, lesson, run))
     if as_json:
         click.echo(to_json(report))
@@ -313,6 +331,7 @@ def check(root: Path) -> None:
     """Check every page's values and claims against the records, without building HTML."""
     from .site import check_or_fail, check_warnings, pinned_behind
 
+    warn_damaged(root)
     count = check_or_fail(root)
     stderr.print(
         f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim "

@@ -14,7 +14,7 @@
           └── WidgetError       a block (terminal, listing, figure, check) that cannot be made
 
 Two exceptions stand outside on purpose: `run.options.Interrupted` (a BaseException, like
-KeyboardInterrupt: Ctrl-C or SIGTERM during a run, so clean-up code runs) and the host-side
+KeyboardInterrupt: Ctrl-C, SIGTERM or SIGHUP during a run, so clean-up code runs) and the host-side
 supervisor's private `Gone`, which never leaves that script.
 """
 

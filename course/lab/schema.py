@@ -63,6 +63,13 @@ class Capture(_Strict):
             raise ValueError("give exactly one of 'regex' or 'json'")
         if self.json_file is not None and not self.key:
             raise ValueError("'json' needs a 'key' (a dot-separated path into the file)")
+        if self.json_file is not None and (
+            self.json_file.startswith("/") or ".." in Path(self.json_file).parts
+        ):
+            raise ValueError(
+                f"json: {self.json_file!r} must be a path inside the lab folder (no '/' start, "
+                "no '..')"
+            )
         if self.regex is not None and self.key is not None:
             raise ValueError("'key' goes with 'json', not with 'regex'")
         if self.regex is not None:

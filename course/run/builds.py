@@ -26,8 +26,9 @@ from ..lab.schema import Build
 from ..record.models import StepRecord, Value
 from ..record.writer import RunWriter
 from .display import Display
+from .masking import Redactor
 from .target import Host, Workspace
-from .terminal import Redactor, clean, tail, transcript
+from .terminal import clean, tail, transcript
 
 SOURCES = Path(".cache") / "sources"
 BUILDS = Path(".cache") / "builds"

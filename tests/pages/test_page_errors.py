@@ -130,8 +130,8 @@ def test_a_misspelt_macro_names_the_page_and_the_likely_macro(tmp_path: Path) ->
     with pytest.raises(PageError) as caught:
         build_site(root, root / "site")
     assert str(caught.value).startswith(
-        "the site did not build:\ndocs/part-1/pinned.md: UndefinedError: 'valeu' is undefined (did "
-        "you mean value()?"
+        "the site did not build:\n1 problem in 1 page:\ndocs/part-1/pinned.md:\n"
+        "  - valeu('size.layers'): no macro or value named 'valeu' (did you mean value()?"
     )
 
 
