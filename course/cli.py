@@ -226,11 +226,6 @@ def warn_damaged(root: Path, lessons: list[str] | None = None) -> None:
             )
 
 
-def _not_yet(name: str, issue: str) -> None:
-    stderr.print(f"course {name}: not yet — it arrives with the issue '{issue}'")
-    sys.exit(2)
-
-
 @cli.command()
 @click.option(
     "--site-dir",
@@ -303,20 +298,12 @@ def diff(
 @cli.command("compare")
 @click.argument("lesson")
 @click.argument("run_id", metavar="RUN")
-@click.option(
-    "--against",
-    metavar="RUN",
-    help="The run to compare with (default: the run the lesson's page shows).",
-)
+@click.option("--against", metavar="RUN", help="Another run than the one the page shows.")
 @click.pass_obj
 @reports_errors
 def compare_cmd(root: Path, lesson: str, run_id: str, against: str | None) -> None:
-    """Compare RUN of LESSON with the page's run across machines: each value against what the
-    lab's `scales:` declarations expect on RUN's GPU (exact sizes, speeds by bandwidth or compute,
-    budgets by memory).
-
-    Exits 1 when a value that must be exact differs.
-    """
+    """RUN of LESSON against the page's run, across GPUs, by lab.yml's `scales:`; exit 1 when a
+    value that must be exact differs."""
     from .package.expected import compare_runs
 
     text, status = compare_runs(root, lesson, run_id, against)
