@@ -30,7 +30,6 @@ from course.package.expected import (
     expected_for,
     expected_json,
     observed,
-    page_run_of,
 )
 from course.record.models import Run
 from course.record.store import Store
@@ -48,8 +47,9 @@ def lab() -> LoadedLab:
 
 @pytest.fixture(scope="module")
 def h200() -> Run:
-    """The run lesson 2.4's page shows."""
-    return page_run_of(REPO, Store(REPO / "build"), LESSON)
+    """A committed H200 run of lesson 2.4 with its torch steps only: the ones the synthetic 4090
+    below models (the page's newest run adds llama.cpp's steps)."""
+    return Store(REPO / "build").get(LESSON, "2026-11-30T055215Z-h200")
 
 
 @pytest.fixture(scope="module")
@@ -123,13 +123,13 @@ def course_compare(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_page_run_against_itself_agrees_everywhere(h200: Run) -> None:
-    done = course_compare(REPO, h200.run_id)
+    done = course_compare(REPO, h200.run_id, "--against", h200.run_id)
     assert done.returncode == 0, done.stderr
-    text, status = compare_runs(REPO, LESSON, h200.run_id)
+    text, status = compare_runs(REPO, LESSON, h200.run_id, h200.run_id)
     assert status == 0 and text == done.stdout
     assert f"page:  run {h200.run_id} on NVIDIA H200 (143,771 MiB)" in text
     verdicts = [line.split()[-1] for line in text.splitlines() if line.startswith("weights_")]
-    assert verdicts == ["agrees"] * 4
+    assert len(verdicts) >= 4 and set(verdicts) == {"agrees"}
     assert "Sizes and counts match the page's to the byte (41 values)." in text
     assert "Scaled to your card (48 values): 48 agree." in text
     assert "Left out" not in text  # every value of the run declares how it moves
