@@ -1,27 +1,21 @@
-"""`course run | build | diff | check | serve | publish | new | schema`: parse the arguments,
-call a stage, report errors."""
+"""The commands `course run | build | diff | compare | check | serve | publish | new | schema`:
+parse the arguments, call a stage, report errors."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
+from .console import reports_errors, stderr, stdout
 from .errors import CourseError
+from .publish.command import publish
 
 if TYPE_CHECKING:
     from .run.target import Target
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-stderr = Console(stderr=True)
-stdout = Console()
 
 
 def find_root(start: Path) -> Path:
@@ -30,24 +24,6 @@ def find_root(start: Path) -> Path:
         if (folder / "lab").is_dir() or (folder / "mkdocs.yml").is_file():
             return folder
     return start
-
-
-def reports_errors(func: F) -> F:
-    """Turn the project's errors into a message and a non-zero exit, not a traceback."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except CourseError as exc:
-            stderr.print("[bold red]error:[/] ", end="")
-            stderr.print(str(exc), markup=False, highlight=False, soft_wrap=True)
-            sys.exit(1)
-        except KeyboardInterrupt:
-            stderr.print("[bold red]interrupted[/]")
-            sys.exit(130)
-
-    return wrapper  # type: ignore[return-value]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -190,10 +166,11 @@ def run(
 
             sys.exit(run_all(root, options, stderr, targets, via=via, bucket=bucket))
         result = run_lesson(root, lesson or "", options, stderr, targets)
-    except Interrupted:
+    except Interrupted as exc:
         stderr.print(
-            "[bold red]interrupted:[/] every process of the run was ended; the partial run is "
-            "kept, marked failed"
+            f"[bold red]interrupted ({exc}):[/] every process of the run was ended; the partial "
+            "run is kept, marked failed",
+            highlight=False,
         )
         sys.exit(130)
     if isinstance(result, Plan):
@@ -212,9 +189,17 @@ def run(
             )
 
 
-def _not_yet(name: str, issue: str) -> None:
-    stderr.print(f"course {name}: not yet — it arrives with the issue '{issue}'")
-    sys.exit(2)
+def warn_damaged(root: Path, lessons: list[str] | None = None) -> None:
+    """Say once, for each damaged record of these lessons (default: all), what it is and the
+    remedy; the commands skip such runs and go on."""
+    from .record.store import Store
+
+    store = Store(root / "build")
+    for lesson in store.lessons() if lessons is None else lessons:
+        for damaged in store.damaged_runs(lesson):
+            stderr.print(
+                f"[yellow]warning:[/] {damaged.message()}", highlight=False, soft_wrap=True
+            )
 
 
 @cli.command()
@@ -230,6 +215,7 @@ def build(root: Path, site_dir: Path | None) -> None:
     """Build the site (HTML, PDFs, zips) from the committed records into site/."""
     from .site import build_site
 
+    warn_damaged(root)
     result = build_site(root, site_dir)
     stderr.print(
         f"built {result.site_dir} in {result.seconds:.1f} s "
@@ -271,7 +257,10 @@ def diff(
         ) from None
     from .record.store import Store
 
-    old, new = pick_runs(Store(root / "build"), lesson, run_a, run_b)
+    store = Store(root / "build")
+    store.lesson_dir(lesson)  # a name that is not a lesson's is refused here
+    warn_damaged(root, [lesson])
+    old, new = pick_runs(store, lesson, run_a, run_b)
     report = compare(old, new, lambda run: evaluate_pages(root, lesson, run))
     if as_json:
         click.echo(to_json(report))
@@ -282,6 +271,22 @@ def diff(
     sys.exit(0 if report.all_hold else 1)
 
 
+@cli.command("compare")
+@click.argument("lesson")
+@click.argument("run_id", metavar="RUN")
+@click.option("--against", metavar="RUN", help="Another run than the one the page shows.")
+@click.pass_obj
+@reports_errors
+def compare_cmd(root: Path, lesson: str, run_id: str, against: str | None) -> None:
+    """RUN of LESSON against the page's run, across GPUs, by lab.yml's `scales:`; exit 1 when a
+    value that must be exact differs."""
+    from .package.expected import compare_runs
+
+    text, status = compare_runs(root, lesson, run_id, against)
+    click.echo(text, nl=False)
+    sys.exit(status)
+
+
 @cli.command()
 @click.pass_obj
 @reports_errors
@@ -289,6 +294,7 @@ def check(root: Path) -> None:
     """Check every page's values and claims against the records, without building HTML."""
     from .site import check_or_fail, check_warnings, pinned_behind
 
+    warn_damaged(root)
     count = check_or_fail(root)
     stderr.print(
         f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim "
@@ -321,26 +327,6 @@ def serve(root: Path, dev_addr: str) -> None:
     from .site import serve_site
 
     serve_site(root, dev_addr)
-
-
-@cli.command()
-@click.option("--site-url", metavar="URL", help="Its address (default: mkdocs.yml's site_url).")
-@click.option("--to", type=click.Path(file_okay=False, path_type=Path), help="Into this folder.")
-@click.option("--branch", metavar="NAME", help="As this git branch (e.g. gh-pages), pushed.")
-@click.option("--remote", default="origin", show_default=True, help="With --branch: where to.")
-@click.option("-m", "--message", help="With --branch: the commit message.")
-@click.pass_obj
-@reports_errors
-def publish(root: Path, site_url: str | None, to: Path | None, branch: str | None, remote: str,
-            message: str | None) -> None:  # fmt: skip
-    """Build the site for its real address, check every internal link, and deploy it."""
-    from .publish import publish as publish_site
-    from .publish import summary
-
-    done = publish_site(root, site_url, to, branch, remote, message)
-    for line in summary(done):
-        stderr.print(line, highlight=False, soft_wrap=True)
-    stdout.print(f"published: {done.where}", highlight=False)
 
 
 @cli.command()
@@ -381,6 +367,9 @@ def schema(output: Path | None) -> None:
         click.echo(text, nl=False)
     else:
         output.write_text(text, encoding="utf-8")
+
+
+cli.add_command(publish)
 
 
 def main() -> None:

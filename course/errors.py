@@ -16,7 +16,7 @@
                                 links, a deploy that failed)
 
 Two exceptions stand outside on purpose: `run.options.Interrupted` (a BaseException, like
-KeyboardInterrupt: Ctrl-C or SIGTERM during a run, so clean-up code runs) and the host-side
+KeyboardInterrupt: Ctrl-C, SIGTERM or SIGHUP during a run, so clean-up code runs) and the host-side
 supervisor's private `Gone`, which never leaves that script.
 """
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,20 +78,39 @@ def build_site(
     processes printing PDFs (default: one per core).
     """
     cache = cache_dir if cache_dir is not None else root / ".cache"
-    from mkdocs.commands.build import build
-    from mkdocs.config import load_config
-    from mkdocs.exceptions import MkDocsException
-
     config_file = root / CONFIG
     if not config_file.is_file():
         raise PageError(f"no {CONFIG} in {root} (the site's configuration)")
     site_dir = (out or root / "site").resolve()
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
     os.environ.pop(LENIENT, None)
+    started = time.perf_counter()
+    # built beside the site and swapped in only once whole: a failed build keeps the last good site
+    site_dir.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f".{site_dir.name}.building-", dir=site_dir.parent))
+    try:
+        warnings = _mkdocs(config_file, fresh, cache, site_url)
+        chosen = lesson_page_runs(root)
+        # downloads/lesson-<number>.pdf and .zip
+        package_lessons(root, fresh, chosen, cache / "package", site_url, jobs)
+        _swap_in(fresh, site_dir)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+    pages = [_built(page, site_dir) for page in chosen]
+    seconds = time.perf_counter() - started
+    return BuildResult(site_dir, seconds, pages, warnings)
+
+
+def _mkdocs(config_file: Path, site_dir: Path, cache: Path, site_url: str | None) -> list[str]:
+    """mkdocs --strict into `site_dir` (for `site_url` when given); PageError with every problem
+    it logged; its warnings."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+    from mkdocs.exceptions import MkDocsException
+
     collect = _Collect()
     logger = logging.getLogger("mkdocs")
     logger.addHandler(collect)
-    started = time.perf_counter()
     try:
         overrides = {"site_url": site_url} if site_url else {}
         config = load_config(
@@ -108,11 +129,21 @@ def build_site(
         logger.removeHandler(collect)
         STATE.figure_cache = None
         STATE.cards_cache = None
-    chosen = lesson_page_runs(root)
-    package_lessons(root, site_dir, chosen, cache / "package", site_url, jobs)
-    pages = [_built(page, site_dir) for page in chosen]  # site/downloads/lesson-<n>.pdf, .zip
-    seconds = time.perf_counter() - started
-    return BuildResult(site_dir, seconds, pages, collect.messages)
+    return collect.messages
+
+
+def _swap_in(fresh: Path, site_dir: Path) -> None:
+    """Put a finished build where the site is, moving the old one out of the way first."""
+    old = fresh.with_name(fresh.name.replace(".building-", ".old-"))
+    if site_dir.exists():
+        os.replace(site_dir, old)
+    try:
+        os.replace(fresh, site_dir)
+    except OSError:
+        if old.exists():
+            os.replace(old, site_dir)  # put the last good site back
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _built(page: ChosenPage, site_dir: Path) -> LessonPage:

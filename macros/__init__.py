@@ -2,6 +2,6 @@
 `course.pages.plugin`.
 """
 
-from course.pages.plugin import define_env, on_post_page_macros
+from course.pages.plugin import define_env, on_post_page_macros, on_pre_page_macros
 
-__all__ = ["define_env", "on_post_page_macros"]
+__all__ = ["define_env", "on_post_page_macros", "on_pre_page_macros"]

@@ -9,7 +9,7 @@ set -uo pipefail
 out=${OUT:-$PWD/out}; mkdir -p "$out"
 site=/tmp/course-site
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl || exit 1
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target "$site" . || exit 1
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade --target "$site" . || exit 1
 export PYTHONPATH=$site PATH=$site/bin:$PATH PYTHONUNBUFFERED=1
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 [ "$gpus" -ge 1 ] || { echo "no GPU"; exit 1; }

@@ -8,7 +8,7 @@ lesson=$1; shift
 out=${OUT:-$PWD/out}; mkdir -p "$out"
 site=/tmp/course-site
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl || exit 1
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target "$site" . || exit 1
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade --target "$site" . || exit 1
 export PYTHONPATH=$site PATH=$site/bin:$PATH PYTHONUNBUFFERED=1
 # stop (as Ctrl-C would) before the host's own limit, so the record is written and comes back
 timeout -s INT "${COURSE_RUN_LIMIT:-540}" course run "$lesson" "$@" 2>&1 | tee "$out/course-run.log"

@@ -20,8 +20,10 @@ ALLOWED = {
     "site": {"package", "pages", "lab", "record"},
     "diff": {"pages", "record"},
     "scaffold": {"pages", "lab", "record"},
-    "publish": {"site", "package", "pages", "lab", "record"},
+    "console": set(),  # the consoles and the error report every command shares
+    "publish": {"site", "package", "pages", "lab", "record", "console"},
     "cli": {
+        "console",
         "site",
         "diff",
         "scaffold",

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from ..record.units import Unit
+from .scales import Scaling, like_problems
 
 STEP_ID = r"^[a-z0-9][a-z0-9-]*$"
 VALUE_NAME = r"^[a-z_][a-z0-9_]*$"
@@ -51,6 +52,10 @@ class Capture(_Strict):
     unit: Unit = Field(default="none", examples=["ms"])
     """The value's unit; pages convert it (B to MiB, ms to s) and format it. `none`: a plain
     number."""
+    scales: Scaling | None = Field(default=None, examples=["bandwidth"])
+    """How the value should move on another GPU than the recorded run's (the mapping below): `course
+    compare` and the lesson zip's compare.py judge a run on another card by it. It changes
+    nothing the step runs, so declaring it re-runs nothing."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Capture:
@@ -58,6 +63,13 @@ class Capture(_Strict):
             raise ValueError("give exactly one of 'regex' or 'json'")
         if self.json_file is not None and not self.key:
             raise ValueError("'json' needs a 'key' (a dot-separated path into the file)")
+        if self.json_file is not None and (
+            self.json_file.startswith("/") or ".." in Path(self.json_file).parts
+        ):
+            raise ValueError(
+                f"json: {self.json_file!r} must be a path inside the lab folder (no '/' start, "
+                "no '..')"
+            )
         if self.regex is not None and self.key is not None:
             raise ValueError("'key' goes with 'json', not with 'regex'")
         if self.regex is not None:
@@ -67,6 +79,9 @@ class Capture(_Strict):
                 raise ValueError(f"regex {self.regex!r} does not compile: {exc}") from None
             if pattern.groups < 1:
                 raise ValueError(f"regex {self.regex!r} needs a group ( ... ) around the value")
+        misfit = self.scales.misfit(self.unit, self.type) if self.scales else None
+        if misfit:
+            raise ValueError(f"scales: {misfit}")
         return self
 
 
@@ -122,6 +137,14 @@ class _StepBase(_Strict):
     uses: list[str] = Field(default=[], examples=[["llama-cpp"]])
     """Builds (`builds:` at the top level) whose programs the step runs: a new release of one
     re-runs the step."""
+
+    @model_validator(mode="after")
+    def _likes(self) -> _StepBase:
+        """A `like:` names a memory value of the same step, which is not itself a `like:`."""
+        problems = like_problems(self.capture)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @field_validator("files", "inputs")
     @classmethod

@@ -1,10 +1,13 @@
 """The lesson zip: the lab as in the repository, the figures, the page PDF and START-HERE.md.
 
-    lesson-2.4.zip                named after the lesson's number in the outline
-      lesson-2.4/START-HERE.md    every step in order: command, purpose, expected output, time
-      lesson-2.4/lesson-2.4.pdf   the page
-      lesson-2.4/figures/*.png    the page's figures
-      lesson-2.4/lab/...          lab/<lesson>/ without caches, virtual environments or outputs
+    lesson-2.4.zip                    named after the lesson's number in the outline
+      lesson-2.4/START-HERE.md        every step in order: command, purpose, expected output, time
+      lesson-2.4/lesson-2.4.pdf       the page
+      lesson-2.4/figures/*.png        the page's figures
+      lesson-2.4/lab/...              lab/<lesson>/ without caches, virtual environments or outputs
+      lesson-2.4/expected.json        the page's values and how each moves on another GPU, and
+      lesson-2.4/lab/compare.py       the check of a learner's run against them (when lab.yml
+                                      declares `scales:`; see expected.py)
 
 The bytes depend only on the inputs: entries sorted by name, every timestamp the record's start
 (or SOURCE_DATE_EPOCH when there is no record), fixed permissions, fixed compression. Names are
@@ -28,6 +31,7 @@ from ..errors import PageError
 from ..lab.files import IGNORED_PARTS, IGNORED_SUFFIXES
 from ..lab.load import LoadedLab
 from ..record.models import Run
+from .expected import COMPARE, EXPECTED, compare_source, expected_for, expected_json
 from .start_here import START_HERE, start_here
 
 # Bump when the zip's layout or START-HERE.md changes, so cached zips are not reused.
@@ -196,6 +200,9 @@ def bundle_entries(
         *figure_entries(figures),
         *lab_entries(lab),
     ]
+    expected = expected_for(lab, run)
+    if expected is not None:  # the learner's check of their own run: python3 compare.py
+        entries += [Entry(EXPECTED, expected_json(expected)), Entry(COMPARE, compare_source())]
     names = [safe_name(e.name) for e in entries]
     if len(set(names)) != len(names):
         raise PageError(f"lesson '{lesson}': two files would share one name in its zip")

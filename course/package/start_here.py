@@ -75,9 +75,12 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
     )
     if spent:
         lines += [f"On our machine, {' and '.join(spent)}.", ""]
+    lines += _builds_section(lab, run, machine)
     numbers = {step.id: i for i, step in enumerate(steps, start=1)}
     for index, step in enumerate(steps, start=1):
         lines += _step_section(step, index, len(steps), run, machine, numbers, lab.lab.cpu_args)
+    if any(c.scales for step in steps for c in step.capture.values()):
+        lines += compare_section(machine)
     total = sum(s.seconds or 0.0 for s in record.steps)
     lines += [
         "## When you are done",
@@ -89,6 +92,67 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def compare_section(machine: str) -> list[str]:
+    """How to check one's own run against the page's (the zip's lab/compare.py)."""
+    return [
+        "## Compare your numbers with the page's",
+        "",
+        "When the steps have run, type in `lab/`:",
+        "",
+        *_fenced("python3 compare.py", "bash"),
+        "",
+        (
+            "It reads the results your run wrote (`results/*.json`) and your GPU (through "
+            f"`nvidia-smi`), and prints, value by value, the page's number from {machine}, yours, "
+            "and what to expect on your card once its memory bandwidth, compute and memory are "
+            "accounted for (from the datasheets of common rental GPUs: RTX 4090, L40S, A100, "
+            "H100, H200), with a verdict and what to look at where they disagree. Sizes must "
+            "match to the byte: it ends with status 1 when one differs. After the CPU form of "
+            "the steps it checks the sizes the CPU steps computed and says why the rest cannot "
+            "be compared."
+        ),
+        "",
+    ]
+
+
+def _builds_section(lab: LoadedLab, run: Run, machine: str) -> list[str]:
+    """How to get each native engine the lab builds (llama.cpp), before the steps that use it."""
+    lines: list[str] = []
+    for name, build in lab.lab.builds.items():
+        users = [s.id for s in lab.lab.steps if name in s.uses]
+        step_id = "build-" + name.replace(".", "-")
+        recorded = next((r for r in run.record.steps if r.id == step_id), None)
+        version = run.record.engine.get(name) or build.version
+        commit = recorded.values.get("commit") if recorded else None
+        took = recorded.values.get("build_seconds") if recorded else None
+        made = f" (source commit {str(commit.value)[:9]})" if commit else ""
+        env = name.replace(".", "_").replace("-", "_").upper() + "_DIR"
+        lines += [
+            f"## Before steps {', '.join(users)}: get {name}",
+            "",
+            f"These steps run {name}'s own programs; we used release {version}{made} of "
+            f"`{build.package}`, built from its source. Either download a prebuilt release of "
+            f"{name} for your GPU and unpack it, or build it. The source comes with "
+            f"`pip download --no-deps --no-binary :all: {build.package}=={version}`; the lab's "
+            "build script takes it packed as a .tar.xz with the source folder on top, and needs "
+            "CMake, a C++ compiler and, for an NVIDIA GPU, the CUDA toolkit:",
+            "",
+            *_fenced(
+                build.command.replace('"$SOURCE"', "SOURCE.tar.xz")
+                .replace('"$PREFIX"', "~/" + name)
+                .replace('"$DEVICE"', "cuda"),
+                "bash",
+            ),
+            "",
+            f"Then make its programs findable: `export {env}=~/{name}` (or put its `bin/` on "
+            "your PATH).",
+        ]
+        if took is not None and not isinstance(took.value, str):
+            lines.append(f"Building it took {duration(float(took.value))} on {machine}.")
+        lines.append("")
+    return lines
 
 
 def cpu_command(step: AnyStep, cpu_args: str | None) -> str | None:

@@ -21,7 +21,7 @@ from .facts import prose_words
 from .lessons import navigation, page_meta
 from .macros import MACROS
 from .outline import load_outline
-from .render import finish, structured_data
+from .render import collecting_undefined, finish, structured_data
 
 log = logging.getLogger("mkdocs.course")
 LENIENT = "COURSE_LENIENT"
@@ -97,6 +97,11 @@ def define_env(env: Any) -> None:
 
     for name in MACROS:
         env.macro(bind(name), name)
+
+
+def on_pre_page_macros(env: Any) -> None:
+    """Before a page's macros: a misspelt macro name becomes a problem of this page, collected."""
+    env.env.undefined = collecting_undefined(context_for(env))
 
 
 def on_post_page_macros(env: Any) -> None:

@@ -8,9 +8,11 @@ finishes each page with the same `finish`.
 from __future__ import annotations
 
 import difflib
+import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -29,7 +31,7 @@ from .format import iso_duration
 from .header import lesson_header
 from .lessons import PageEntry, page_url, read_meta
 from .links import next_block
-from .macros import ANSWERABLE, MACROS, bound, render_text
+from .macros import ANSWERABLE, MACROS, bound, call_text, render_text
 
 
 @dataclass
@@ -54,7 +56,7 @@ def render_page(
     docs = root / "docs"
     meta, raw, body = read_meta(docs / entry.src, f"docs/{entry.src}")
     ctx = PageContext(root, entry.src, meta, raw, page_url(entry.src), None, given_run=run)
-    undefined = jinja2.StrictUndefined if strict else jinja2.Undefined
+    undefined = collecting_undefined(ctx) if strict else jinja2.Undefined
     env = jinja2.Environment(undefined=undefined, autoescape=False)
     page = {"meta": raw, "title": entry.title, "url": ctx.url}
     try:
@@ -65,6 +67,32 @@ def render_page(
         ctx.problem(where, f"{type(exc).__name__}: {exc}{hint(str(exc))}")
         return RenderedPage(ctx, None, body)
     return RenderedPage(ctx, finish(ctx, text), body)
+
+
+def collecting_undefined(ctx: PageContext) -> type[jinja2.Undefined]:
+    """Jinja's Undefined for one page: a misspelt macro call or name is collected as a problem of
+    the page, like every other, and a marker takes its place, so one build lists them all."""
+
+    class Collecting(jinja2.StrictUndefined):
+        def _collect(self, call: str) -> str:
+            name = self._undefined_name or "?"
+            message = f"no macro or value named '{name}'{hint(f'{name!r} is undefined')}"
+            ctx.problem(call, message)
+            return f'<span class="course-error">[{html.escape(name)}: no such macro]</span>'
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "jinja_pass_arg" or name.startswith("__"):
+                raise AttributeError(name)  # what jinja asks of anything it calls
+            return super().__getattr__(name)
+
+        # jinja types these as never returning; here they return the marker
+        def __call__(self, *args: Any, **kwargs: Any) -> str:  # type: ignore[override]
+            return self._collect(call_text(self._undefined_name or "?", args, kwargs))
+
+        def __str__(self) -> str:  # type: ignore[override]
+            return self._collect(f"{{{{ {self._undefined_name} }}}}")
+
+    return Collecting
 
 
 def hint(error: str) -> str:

@@ -173,11 +173,21 @@ class Run:
             raise RecordError(
                 f"run {self.run_id}: step '{step_id}' has no transcript ({step.status})"
             )
-        return (self.folder / step.transcript).read_text(encoding="utf-8")
+        return self.inside(step.transcript).read_text(encoding="utf-8")
 
     def kept_file(self, step_id: str, path: str) -> Path:
         """Where a file a step kept lies in the record."""
-        return self.folder / "files" / step_id / path
+        return self.inside(f"files/{step_id}/{path}")
+
+    def inside(self, rel: str) -> Path:
+        """A path the record names, inside the run's folder (links followed); RecordError for one
+        that leads out of it (a damaged or altered record must not make anyone read elsewhere)."""
+        path = (self.folder / rel).resolve()
+        if not path.is_relative_to(self.folder.resolve()):
+            raise RecordError(
+                f"run {self.run_id}: the path {rel!r} it names leads outside {self.folder}"
+            )
+        return path
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, {self.record.status})"

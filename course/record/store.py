@@ -1,20 +1,51 @@
-"""The records of every lesson under `build/`: runs oldest first, the newest good run, the lock.
+"""The records of every lesson under `build/`: runs oldest first, the newest good run, salvage.
 
-A run killed outright leaves its `.tmp-` folder; the next run of the lesson, taking the lock,
-turns it into a failed run. Nothing recorded is rewritten.
+A run killed outright leaves its `.tmp-` folder; the next run of the lesson, taking the lock
+(`run/lock.py`), turns it into a failed run. Nothing recorded is rewritten. A run folder whose
+run.json cannot be read is damaged: it is skipped (never counted as good) and reported once by
+the command that met it, naming the folder and the remedy, instead of stopping everything.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
+import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import RecordError, RunError
+from ..errors import RecordError
 from .files import RUN_FILE, TMP_PREFIX, dump_json, read_record, write_atomic
 from .models import Failure, Record, Run
+
+LESSON_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+"""What a lesson's name looks like (its folders under lab/ and build/ carry it)."""
+DAMAGED_PREFIX = ".damaged-"
+"""Where a damaged run is moved aside to: a folder starting with '.' is never read as a run."""
+
+
+@dataclass(frozen=True)
+class Damaged:
+    """A run folder whose run.json cannot be read, and why."""
+
+    folder: Path
+    reason: str
+
+    def message(self) -> str:
+        """What to say about it: the folder, why, what happens to it, and the remedy."""
+        shown = _shown(self.folder)
+        aside = _shown(self.folder.parent / f"{DAMAGED_PREFIX}{self.folder.name}")
+        return (
+            f"{shown}: damaged record, skipped ({self.reason}); it is never counted as a good "
+            f"run. Move it aside to keep it: mv {shown} {aside}"
+        )
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 class Store:
@@ -22,9 +53,16 @@ class Store:
 
     def __init__(self, build: Path) -> None:
         self.build = build
+        self.damaged: dict[str, dict[Path, Damaged]] = {}
+        """Damaged run folders met so far, by lesson."""
 
     def lesson_dir(self, lesson: str) -> Path:
-        """`build/<lesson>/`."""
+        """`build/<lesson>/`; RecordError for a name that is not a lesson's (it could leave
+        build/)."""
+        if not LESSON_NAME.match(lesson):
+            raise RecordError(
+                f"'{lesson}' is not a lesson name (lowercase letters, digits and '-')"
+            )
         return self.build / lesson
 
     def runs(self, lesson: str) -> list[Run]:
@@ -36,8 +74,22 @@ class Store:
         for child in sorted(folder.iterdir()):
             if child.name.startswith(".") or not child.is_dir():
                 continue
-            found.append(Run(read_record(child), child))
+            try:
+                found.append(Run(read_record(child), child))
+            except RecordError as exc:
+                self.damaged.setdefault(lesson, {})[child] = Damaged(child, _reason(exc, child))
         return found
+
+    def damaged_runs(self, lesson: str) -> list[Damaged]:
+        """The lesson's run folders whose run.json cannot be read."""
+        self.runs(lesson)
+        return list(self.damaged.get(lesson, {}).values())
+
+    def lessons(self) -> list[str]:
+        """Every lesson with a folder under build/."""
+        if not self.build.is_dir():
+            return []
+        return sorted(p.name for p in self.build.iterdir() if p.is_dir() and p.name[0] != ".")
 
     def newest_good(self, lesson: str) -> Run | None:
         """The newest run whose every step succeeded: the one pages use."""
@@ -53,7 +105,10 @@ class Store:
                 f"lesson '{lesson}' has no run '{run_id}' in {self.lesson_dir(lesson)} (runs: "
                 f"{known})"
             )
-        return Run(read_record(folder), folder)
+        try:
+            return Run(read_record(folder), folder)
+        except RecordError as exc:
+            raise RecordError(Damaged(folder, _reason(exc, folder)).message()) from None
 
     def new_run_id(self, lesson: str, started: datetime, slug: str) -> str:
         """A run id that sorts by time and names the GPU, e.g. `2026-11-29T101233Z-h200`."""
@@ -64,34 +119,6 @@ class Store:
             n += 1
             candidate = f"{base}-{n}"
         return candidate
-
-    @contextlib.contextmanager
-    def lock(self, lesson: str) -> Iterator[None]:
-        """Hold the lesson for one run at a time; recover what an earlier killed run left."""
-        folder = self.lesson_dir(lesson)
-        folder.mkdir(parents=True, exist_ok=True)
-        lock = folder / ".lock"
-        for _ in range(2):
-            try:
-                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-                break
-            except FileExistsError:
-                pid = _read_pid(lock)
-                if pid is not None and _alive(pid):
-                    raise RunError(
-                        f"another run of '{lesson}' is in progress (pid {pid}, lock {lock}); "
-                        "wait for it or end it first"
-                    ) from None
-                lock.unlink(missing_ok=True)
-        else:
-            raise RunError(f"could not take the lock {lock}")
-        try:
-            os.write(fd, f"{os.getpid()}\n".encode())
-            os.close(fd)
-            self.salvage(lesson)
-            yield
-        finally:
-            lock.unlink(missing_ok=True)
 
     def salvage(self, lesson: str) -> list[str]:
         """Turn the `.tmp-` folders of killed runs into failed runs, keeping all they recorded."""
@@ -120,18 +147,8 @@ def _first_unfinished(record: Record) -> str | None:
     return None
 
 
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _reason(exc: RecordError, folder: Path) -> str:
+    """A read error without the path, which the message names already."""
+    text = str(exc)
+    prefix = f"{folder / RUN_FILE}: "
+    return "run.json " + text[len(prefix) :] if text.startswith(prefix) else text

@@ -10,6 +10,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ..errors import RecordError
 from .files import RUN_FILE, TMP_PREFIX, dump_json, now_iso, sha256_file, write_atomic
 from .models import Failure, KeptFile, Record, Run, RunStatus
 from .store import Store
@@ -40,8 +41,13 @@ class RunWriter:
     def keep_file(
         self, step_id: str, source: Path, rel: str, redact: Callable[[str], str] | None = None
     ) -> KeptFile:
-        """Copy a file a step produced into the run; text files pass through `redact`."""
-        target = self.folder / "files" / step_id / rel
+        """Copy a file a step produced into the run; text files pass through `redact`.
+
+        RecordError when `rel` would lead outside the run's folder for the step's files."""
+        base = self.folder / "files" / step_id
+        target = base / rel
+        if not target.resolve().is_relative_to(base.resolve()):
+            raise RecordError(f"step '{step_id}': file '{rel}' would be kept outside {base}")
         target.parent.mkdir(parents=True, exist_ok=True)
         data = source.read_bytes()
         if redact is not None:
@@ -56,7 +62,7 @@ class RunWriter:
         """Bring a reused step's transcript and files over from the run that made them."""
         step = old.record.step(step_id)
         if step.transcript:
-            shutil.copyfile(old.folder / step.transcript, self.folder / f"steps/{step_id}.txt")
+            shutil.copyfile(old.inside(step.transcript), self.folder / f"steps/{step_id}.txt")
         source = old.folder / "files" / step_id
         if source.is_dir():
             shutil.copytree(source, self.folder / "files" / step_id)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -21,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -31,13 +29,12 @@ from ..lab.schema import Resources
 from ..record.models import Run
 from ..record.store import Store
 from ..run.display import plan_table
-from ..run.install import install_command, lab_requirements
+from ..run.install import lab_requirements
 from ..run.options import Options
 from ..run.plan import make_plan
 from ..run.runner import TargetFactory, run_lesson
+from .tasks import import_sky, node_command, write_tasks
 
-OUT = "/course-out"
-"""Where the bucket is mounted on a node."""
 POLL_SECONDS = 30.0
 
 
@@ -76,7 +73,9 @@ def pinned_versions(requirements: list[str], packages: list[str]) -> dict[str, s
     return found
 
 
-def decide(root: Path, loaded: LoadedLab, force: bool = False) -> Decision:
+def decide(
+    root: Path, loaded: LoadedLab, force: bool = False, options: Options | None = None
+) -> Decision:
     """Whether a lesson's steps are all reusable, judged here with the engine and GPU its node will
     have.
 
@@ -94,94 +93,34 @@ def decide(root: Path, loaded: LoadedLab, force: bool = False) -> Decision:
     def verdict(run: bool, reason: str) -> Decision:
         return Decision(lab.lesson, run, reason, round(hours, 3))
 
-    if force:
+    options = options or Options(force=force)
+    ids = [s.id for s in lab.steps]
+    for option, value in (("--only", options.only), ("--from", options.from_step)):
+        if value is not None and value not in ids:  # before any node starts for it
+            raise RunError(
+                f"{loaded.display_path()}: {option} {value}: no such step (steps: {', '.join(ids)})"
+            )
+    if options.force:
         return verdict(True, "--force")
     if good is None:
         return verdict(True, "no complete run yet")
     engine = dict(good.record.engine)
     engine.update(pinned_versions(lab_requirements(loaded.folder), lab.engine))
+    engine.update(pinned_versions(options.engine, lab.engine))  # --engine goes with the job
     gpu = good.record.host.gpu
     gpu_name = gpu.name if gpu else "none"
     if res.gpu and _norm(res.gpu) not in _norm(gpu_name):
         return verdict(True, f"resources ask for {res.gpu}; {good.run_id} ran on {gpu_name}")
-    plan = make_plan(loaded, store.runs(lab.lesson), engine, gpu_name)
+    plan = make_plan(
+        loaded, store.runs(lab.lesson), engine, gpu_name,
+        only=options.only, from_step=options.from_step,
+    )  # fmt: skip
     if not plan.to_run:
         return verdict(False, f"every step reusable from {good.run_id}")
     first = plan.to_run[0]
     return verdict(
         True, f"{len(plan.to_run)} of {len(plan.steps)} steps run ({first.step.id}: {first.reason})"
     )
-
-
-def task_config(root: Path, loaded: LoadedLab, bucket: str | None) -> dict[str, Any]:
-    """The SkyPilot task (as its YAML holds it) that re-runs one lesson on a fresh node."""
-    lab = loaded.lab
-    res = lab.resources or Resources()
-    resources: dict[str, Any] = {}
-    if res.gpu:
-        resources["accelerators"] = {res.gpu: res.count}
-    if res.disk_gb:
-        resources["disk_size"] = res.disk_gb
-    requirements = lab_requirements(loaded.folder)
-    setup = ["set -e", "python3 -m pip install -q --progress-bar off .  # this package: the runner"]
-    if requirements:
-        setup.append(install_command(lab.python, requirements))
-    lesson = shlex.quote(lab.lesson)
-    run = ["course run " + lesson + "; status=$?"]
-    if bucket:
-        # only finished run folders travel; what was there already is committed and stays as it is
-        run += [
-            f"mkdir -p {OUT}/{lesson}",
-            f"find build/{lesson} -mindepth 1 -maxdepth 1 -type d ! -name '.*' -exec cp -r {{}} "
-            f"{OUT}/{lesson}/ \\;",
-        ]
-    run.append("exit $status")
-    config: dict[str, Any] = {
-        "name": f"course-{lab.lesson}",
-        "workdir": str(root),
-        "envs": {"COURSE_LESSON": lab.lesson, "PYTHONUNBUFFERED": "1", "NO_MKDOCS_2_WARNING": "1"},
-        "setup": "\n".join(setup) + "\n",
-        "run": "\n".join(run) + "\n",
-    }
-    if resources:
-        config["resources"] = resources
-    if bucket:
-        config["file_mounts"] = {OUT: {"source": bucket, "mode": "MOUNT"}}
-    return config
-
-
-def import_sky() -> Any:
-    """SkyPilot, or RunError saying how to install it."""
-    try:
-        import sky
-    except ImportError:
-        raise RunError(
-            "--via skypilot needs SkyPilot: pip install 'course[fleet]' (or pip install skypilot), "
-            "then `sky check` for your clouds"
-        ) from None
-    return sky
-
-
-def write_tasks(
-    root: Path, chosen: list[LoadedLab], bucket: str | None, folder: Path
-) -> dict[str, Any]:
-    """Write each lesson's task to `folder/<lesson>.yaml` and load it back through SkyPilot
-    (validating
-    it).
-    """
-    sky = import_sky()
-    tasks = {}
-    folder.mkdir(parents=True, exist_ok=True)
-    for loaded in chosen:
-        path = folder / f"{loaded.lab.lesson}.yaml"
-        path.write_text(yaml.safe_dump(task_config(root, loaded, bucket), sort_keys=False))
-        try:
-            tasks[loaded.lab.lesson] = sky.Task.from_yaml(str(path))
-        except Exception as exc:  # noqa: BLE001 - SkyPilot raises several kinds; each is a task it refuses
-            raise RunError(
-                f"{path}: SkyPilot refused the task for '{loaded.lab.lesson}': {exc}"
-            ) from None
-    return tasks
 
 
 def sky_plan(sky: Any, task: Any) -> str:
@@ -237,11 +176,12 @@ def run_skypilot(root: Path, options: Options, console: Console, bucket: str | N
     back.
     """
     loaded = {lesson: load_lab(root / "lab" / lesson / "lab.yml") for lesson in lessons(root)}
-    decisions = [decide(root, lab, options.force) for lab in loaded.values()]
+    node_command(root, "lesson", options)  # refuse what cannot travel before anything else
+    decisions = [decide(root, lab, options.force, options) for lab in loaded.values()]
     chosen = [loaded[d.lesson] for d in decisions if d.run]
     sky = import_sky()
     folder = Path(tempfile.mkdtemp(prefix="course-fleet-"))
-    tasks = write_tasks(root, chosen, bucket, folder)
+    tasks = write_tasks(root, chosen, bucket, folder, options, reveal=not options.dry_run)
     table = Table(
         title=f"Fleet: {len(chosen)} of {len(decisions)} lessons to run", title_justify="left"
     )

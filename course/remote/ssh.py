@@ -30,6 +30,8 @@ from urllib.parse import urlsplit
 from ..errors import RunError
 from ..run import host as host_module
 from ..run import process as process_module
+from ..run import procfs as procfs_module
+from ..run.process import end_tied, removed_if_we_die, tied_popen
 from ..run.target import ConnectionLost, HostReport, OnOutput, Process, Workspace
 from . import supervisor as remote_supervisor
 from .settings import SshSettings
@@ -99,34 +101,32 @@ class SshTarget:
         afterwards.
         """
         local = Path(tempfile.mkdtemp(prefix="course-ssh-"))
-        control = local / "control"
-        log = (local / "master.log").open("w+b")
-        args = self.ssh_args(control)
-        master = subprocess.Popen(
-            [*args[:-1], "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-N", args[-1]],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            start_new_session=True,  # Ctrl-C reaches the runner, which then ends the run in order
-        )
-        host: SshHost | None = None
-        try:
-            self._wait_for_master(master, control, log)
-            host = SshHost(self, args)
-            host.open()
-            yield host
-        finally:
-            if host is not None:
-                host.close()
-            if master.poll() is None:
-                master.terminate()
+        with removed_if_we_die(local):
+            control = local / "control"
+            log = (local / "master.log").open("w+b")
+            args = self.ssh_args(control)
+            # its own session (Ctrl-C reaches the runner, which then ends the run in order), and
+            # tied to the runner: if the runner dies, the connection goes with it
+            master, tie = tied_popen(
+                shlex.join(
+                    [*args[:-1], "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-N"]
+                    + [args[-1]]
+                ),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+            host: SshHost | None = None
             try:
-                master.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                master.kill()
-                master.wait()
-            log.close()
-            shutil.rmtree(local, ignore_errors=True)
+                self._wait_for_master(master, control, log)
+                host = SshHost(self, args)
+                host.open()
+                yield host
+            finally:
+                if host is not None:
+                    host.close()
+                end_tied(master, tie, grace=5.0)
+                log.close()
+                shutil.rmtree(local, ignore_errors=True)
 
     def _wait_for_master(
         self, master: subprocess.Popen[bytes], control: Path, log: IO[bytes]
@@ -264,6 +264,7 @@ class SshHost:
             {
                 f"{HELPERS}/remote_supervisor.py": Path(remote_supervisor.__file__).read_bytes(),
                 f"{HELPERS}/process.py": Path(process_module.__file__).read_bytes(),
+                f"{HELPERS}/procfs.py": Path(procfs_module.__file__).read_bytes(),
             }
         )
         done = self.run(
@@ -344,6 +345,13 @@ class SshHost:
         ok, _, what = said.partition(" ")
         return ok == "ok" and done.returncode == 0, what or last_line(done.stderr)
 
+    def port_in_use(self, url: str) -> str | None:
+        """Ask the supervisor on the host who holds the URL's port there."""
+        supervisor = shlex.quote(f"{self.parent}/{HELPERS}/remote_supervisor.py")
+        done = self.run(f"python3 -S {supervisor} port {shlex.quote(url)}", timeout=30)
+        said = done.stdout.decode(errors="replace").strip()
+        return None if done.returncode == 0 else said or last_line(done.stderr)
+
     @contextmanager
     def workspace(
         self, folder: Path, lesson: str, included: Mapping[str, Path]
@@ -365,7 +373,8 @@ class SshHost:
                 f"{self.label}: could not copy the lab folder there: {last_line(done.stderr)}"
             )
         local = Path(tempfile.mkdtemp(prefix=f"course-{lesson}-fetched-"))
-        try:
-            yield SshWorkspace(path, local, self.label, self.run)
-        finally:
-            shutil.rmtree(local, ignore_errors=True)
+        with removed_if_we_die(local):
+            try:
+                yield SshWorkspace(path, local, self.label, self.run)
+            finally:
+                shutil.rmtree(local, ignore_errors=True)

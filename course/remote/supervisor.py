@@ -14,7 +14,8 @@ It then reads lines on stdin: `ping` (the runner is still there) and `end <grace
 End of input, a closed stdout, SIGHUP, SIGTERM, or no line for `heartbeat` seconds all mean that
 the connection is gone: the supervisor ends the whole process group and exits.
 
-`probe URL` checks a service's readiness URL from the host and prints `ok|no <what>`.
+`probe URL` checks a service's readiness URL from the host and prints `ok|no <what>`; `port URL`
+says who holds the port of a readiness URL on the host.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from ..run.process import Proc
-except ImportError:  # on the host, a plain script next to process.py
-    from process import Proc  # type: ignore[no-redef,import-not-found]
+    from ..run.process import Proc, become_subreaper
+    from ..run.procfs import local_port, port_message
+except ImportError:  # on the host, a plain script next to process.py and procfs.py
+    from process import Proc, become_subreaper  # type: ignore[no-redef,import-not-found]
+    from procfs import local_port, port_message  # type: ignore[no-redef,import-not-found]
 
 LOST_GRACE = 2.0
 
@@ -70,6 +73,7 @@ def supervise() -> int:
     """Run the command described on stdin until it is ended or the connection is lost."""
     signal.signal(signal.SIGHUP, _hang_up)
     signal.signal(signal.SIGTERM, _hang_up)
+    become_subreaper()
     line = sys.stdin.buffer.readline()
     if not line:
         return 2
@@ -136,13 +140,26 @@ def probe(url: str) -> int:
     return 0 if ok else 1
 
 
+def port(url: str) -> int:
+    """Who holds a readiness URL's port on the host: exit 0 when it is free (or the URL points
+    elsewhere), else 1 and `port N is in use by pid P: COMMAND`."""
+    number = local_port(url)
+    taken = port_message(number) if number is not None else None
+    if taken:
+        print(taken)
+        return 1
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    """`run` or `probe URL`."""
+    """`run`, `probe URL` or `port URL`."""
     if argv[:1] == ["run"]:
         return supervise()
     if argv[:1] == ["probe"] and len(argv) == 2:
         return probe(argv[1])
-    print("usage: remote_supervisor.py run | probe URL", file=sys.stderr)
+    if argv[:1] == ["port"] and len(argv) == 2:
+        return port(argv[1])
+    print("usage: remote_supervisor.py run | probe URL | port URL", file=sys.stderr)
     return 2
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import RunError
 from ..lab.files import IGNORED_PARTS
 from ..run.process import OutputLog
+from ..run.procfs import start_time
 from ..run.target import ConnectionLost, OnOutput
 
 Runner = Callable[[str, bytes | None], subprocess.CompletedProcess[bytes]]
@@ -33,6 +34,11 @@ class SshWorkspace:
     local: Path
     label: str
     run: Runner
+
+    @property
+    def scratch(self) -> Path:
+        """The folder here holding the fetched files."""
+        return self.local
 
     def fetch(self, paths: list[str]) -> None:
         """Fetch the files that exist, as one tar stream; stale local copies are removed first."""
@@ -81,6 +87,7 @@ class RemoteProc(OutputLog):
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
+        self._start = start_time(self.popen.pid)
         self._on_output = on_output
         self._send_lock = threading.Lock()
         self._code: int | None = None
@@ -137,6 +144,11 @@ class RemoteProc(OutputLog):
         interval = max(self._heartbeat / 3, 0.5) if self._heartbeat else 0
         while interval and not self._closed.wait(interval):
             self._send("ping\n")
+
+    @property
+    def group(self) -> tuple[int, int | None]:
+        """The `ssh` client's own process group here, and its start time."""
+        return self.popen.pid, self._start
 
     def poll(self) -> int | None:
         """The exit status, None while running; ConnectionLost when the host went away first."""

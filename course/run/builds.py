@@ -26,8 +26,9 @@ from ..lab.schema import Build
 from ..record.models import StepRecord, Value
 from ..record.writer import RunWriter
 from .display import Display
+from .masking import Redactor
 from .target import Host, Workspace
-from .terminal import Redactor, clean, tail, transcript
+from .terminal import clean, tail, transcript
 
 SOURCES = Path(".cache") / "sources"
 BUILDS = Path(".cache") / "builds"
@@ -164,9 +165,9 @@ def record_step(built: Built, build: Build, writer: RunWriter, redact: Redactor)
 
 
 def step_env(built: list[Built]) -> dict[str, str]:
-    """What the steps get: each build's programs first on PATH, and NAME_PREFIX."""
+    """What the steps get: each build's programs first on PATH, and NAME_DIR (LLAMA_CPP_DIR)."""
     bins = [str(b.prefix / "bin") for b in built]
     env = {
-        b.name.replace(".", "_").replace("-", "_").upper() + "_PREFIX": str(b.prefix) for b in built
+        b.name.replace(".", "_").replace("-", "_").upper() + "_DIR": str(b.prefix) for b in built
     }
     return {"COURSE_BUILD_PATH": ":".join(bins), **env} if built else {}

@@ -76,7 +76,12 @@ def from_output(capture: Capture, output: str, folder: Path) -> Found:
 def from_json(capture: Capture, output: str, folder: Path) -> Found:
     """The value at the capture's key path in the JSON file it names."""
     assert capture.json_file is not None and capture.key is not None
-    path = folder / capture.json_file
+    path = (folder / capture.json_file).resolve()  # links followed: where the file really is
+    if not path.is_relative_to(folder.resolve()):
+        raise CaptureMiss(
+            f"json: {capture.json_file!r} is outside the lab folder (it leads to {path}); a "
+            "capture reads only files inside it"
+        )
     if not path.is_file():
         raise CaptureMiss(f"the JSON file {capture.json_file!r} was not written")
     try:

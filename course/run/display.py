@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from types import TracebackType
 
@@ -12,8 +13,9 @@ from rich.text import Text
 
 from ..lab.schema import step_kind
 from ..record.models import Run
+from .masking import Redactor
 from .plan import Plan
-from .terminal import Redactor, clean
+from .terminal import clean
 
 
 class Display:
@@ -79,7 +81,10 @@ class Display:
     def _print(self, prefix: str, line: str) -> None:
         shown = self.redact(clean(line))
         text = Text(prefix, style="magenta") + Text(shown) if prefix else Text(shown)
-        self.console.print(text, soft_wrap=True)
+        try:
+            self.console.print(text, soft_wrap=True)
+        except OSError:  # the terminal is gone (hung up): the run goes on, unseen
+            self.console.file = open(os.devnull, "w")  # noqa: SIM115 - lives with the console
 
 
 def plan_table(plan: Plan) -> Table:

@@ -11,7 +11,8 @@ from ..errors import RunError
 
 
 class Interrupted(BaseException):
-    """Ctrl-C or SIGTERM during a run (a BaseException, like KeyboardInterrupt: clean-up runs)."""
+    """Ctrl-C, SIGTERM or a closed terminal (SIGHUP) during a run (a BaseException, like
+    KeyboardInterrupt: clean-up runs); its text names the signal."""
 
 
 @dataclass

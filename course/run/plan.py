@@ -63,7 +63,15 @@ def hash_step(
     gpu: str,
 ) -> tuple[str, HashParts]:
     """A step's hash, and the parts it is made of."""
-    definition = _digest(step.model_dump(mode="json", by_alias=True, exclude_defaults=True))
+    # `scales:` says how a value should move on other GPUs; it changes nothing the step runs
+    definition = _digest(
+        step.model_dump(
+            mode="json",
+            by_alias=True,
+            exclude_defaults=True,
+            exclude={"capture": {"__all__": {"scales"}}},
+        )
+    )
     if isinstance(step, StopStep) and step.inputs is None:
         names = []  # ending a service reads no file
     elif step.inputs is None:
@@ -202,3 +210,28 @@ def make_plan(
                     m.action, m.source = "run", None
                     m.reason = f"service '{service}' runs again"
     return plan
+
+
+def gpu_refusal(loaded: LoadedLab, plan: Plan, has_gpu: bool, where: str) -> str | None:
+    """Why a run that would execute steps needing a GPU on a host without one is refused before
+    anything runs, naming those steps and the ways out; None when nothing stands in the way."""
+    needing = [p.step.id for p in plan.to_run if p.step.needs == "gpu"]
+    if has_gpu or not needing:
+        return None
+    lesson = loaded.lab.lesson
+    host = "this host" if where == "local" else where
+    noun = "step" if len(needing) == 1 else "steps"
+    verb = "needs" if len(needing) == 1 else "need"
+    ways = [f"Run on a GPU host: course run {lesson} --on ssh://user@host:port"]
+    cpu = [s.id for s in loaded.lab.steps if s.needs != "gpu" and not isinstance(s, StopStep)]
+    if len(cpu) == 1:
+        ways.append(f"or run the step that needs no GPU here: course run {lesson} --only {cpu[0]}")
+    elif cpu:
+        ways.append(
+            f"or run a step that needs no GPU here with --only ({', '.join(cpu)}), e.g. "
+            f"course run {lesson} --only {cpu[0]}"
+        )
+    return (
+        f"{loaded.display_path()}: {noun} {', '.join(needing)} {verb} a GPU and {host} has none "
+        f"(nvidia-smi finds no GPU). {'; '.join(ways)}"
+    )

@@ -2,10 +2,16 @@
 
 The pseudo-terminal makes the command write as it would to a person: line-buffered, stdout and
 stderr interleaved in the order written. The process group lets us end everything it started.
+
+Every group is tied to the life of the process that started it (`tied_popen`): a small watcher
+inside the group waits on a pipe whose only writer is this process, so when this process goes,
+however it goes (`kill -9` included), the watcher ends the whole group. Temporary folders are tied
+the same way (`removed_if_we_die`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -16,10 +22,56 @@ import subprocess
 import termios
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
+
+try:
+    from .procfs import group_members, processes, start_time
+except ImportError:  # on a remote host, a plain script next to procfs.py
+    from procfs import (  # type: ignore[no-redef,import-not-found]
+        group_members,
+        processes,
+        start_time,
+    )
 
 COLUMNS, ROWS = 100, 50
+TIED_GRACE = 3.0
+"""Seconds a tied group gets between SIGTERM and SIGKILL once the process that started it is
+gone."""
+
+# The group's leader: /bin/sh (which reads no start-up files) moves the pipe to fd 3, forks the
+# watcher into the same group, and becomes the command's bash, so `$$` is still the group id.
+# The watcher reads the pipe; end of input means the starter is gone: it ends its own group.
+_LAUNCH = r"""
+exec 3<&0
+(
+  trap '' INT HUP
+  read -r _ <&3
+  trap '' TERM
+  kill -TERM 0 2>/dev/null
+  i=0
+  while [ "$i" -lt "$1" ] && read -r s </proc/$$/stat; do
+    s=${s##*) }
+    case ${s%% *} in Z|X) break ;; esac  # the leader has exited: end the rest now
+    sleep 0.1
+    i=$((i+1))
+  done 2>/dev/null
+  kill -KILL 0
+) <&3 >/dev/null 2>&1 &
+exec 3<&-
+exec /bin/bash -c "$2" </dev/null
+"""
+WATCHER = "course-tether"
+"""The watcher's name in `ps`: `/bin/sh -c ... course-tether`."""
+
+# A folder's guard: removes the folder when its pipe ends without a word (the starter died).
+_GUARD = r"""
+trap '' INT HUP TERM
+read -r word
+[ "$word" = kept ] || rm -rf -- "$1"
+"""
+GUARD = "course-guard"
 
 
 class OutputLog:
@@ -65,19 +117,15 @@ class Proc(OutputLog):
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         super().__init__()
         try:
-            self.popen = subprocess.Popen(
-                ["/bin/bash", "-c", command],
-                cwd=cwd,
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                stdout=slave,
-                stderr=slave,
-                start_new_session=True,  # its own session and process group
-                close_fds=True,
+            self.popen, tie = tied_popen(
+                command, cwd=cwd, env=dict(env), stdout=slave, stderr=slave
             )
         finally:
             os.close(slave)
+        self._tie: int | None = tie
         self.pgid = self.popen.pid
+        self.start = start_time(self.pgid)
+        """The leader's start time: with the pgid, it names this group after its pid is reused."""
         try:  # readable once the process exits (Linux 5.3+)
             self._pidfd: int | None = os.pidfd_open(self.popen.pid)
         except (AttributeError, OSError):
@@ -109,6 +157,11 @@ class Proc(OutputLog):
         if rest:
             self.append(rest)
 
+    @property
+    def group(self) -> tuple[int, int | None]:
+        """Its process group and the leader's start time."""
+        return self.pgid, self.start
+
     def poll(self) -> int | None:
         """The exit status, or None while running."""
         return self.popen.poll()
@@ -132,9 +185,9 @@ class Proc(OutputLog):
         """End the whole process group: SIGTERM, then SIGKILL after the grace period; collect
         output.
         """
-        kill_group(self.pgid, grace)
-        if self.popen.poll() is None:
-            self.popen.wait(timeout=5)
+        if self._tie is not None:
+            end_tied(self.popen, self._tie, grace)
+            self._tie = None
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
@@ -149,27 +202,95 @@ class Proc(OutputLog):
                 pass
 
 
+def tied_popen(command: str, **kwargs: Any) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a bash command in a new session and process group that ends if this process dies.
+
+    Returns the process and the pipe's write end: keep it open while the group may live, close it
+    after ending the group. The command's standard input is /dev/null.
+    """
+    read_end, write_end = os.pipe()  # both close-on-exec: no other child inherits the write end
+    try:
+        popen = subprocess.Popen(
+            ["/bin/sh", "-c", _LAUNCH, WATCHER, str(round(TIED_GRACE * 10)), command],
+            stdin=read_end,
+            start_new_session=True,  # its own session and process group
+            close_fds=True,
+            **kwargs,
+        )
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    return popen, write_end
+
+
+def end_tied(popen: subprocess.Popen[bytes], tie: int, grace: float = 3.0) -> None:
+    """End a group started by `tied_popen` (its watcher included), collect it, close its pipe."""
+    kill_group(popen.pid, grace)
+    if popen.poll() is None:
+        popen.wait(timeout=5)
+    reap_group(popen.pid)
+    os.close(tie)
+
+
+def become_subreaper() -> None:
+    """Adopt our descendants orphaned by their parent (Linux), so that `reap_group` can collect
+    them instead of leaving zombies to an init that may never reap them."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (ImportError, OSError, AttributeError):
+        pass  # not Linux (or no ctypes): orphans go to init, as usual
+
+
+def reap_group(pgid: int) -> None:
+    """Collect the exited processes of an ended group that were left to us (see
+    `become_subreaper`); the group's leader is its Popen's to collect."""
+    me = os.getpid()
+    for pid, state, parent, group in processes():
+        if group == pgid and parent == me and state == "Z" and pid != pgid:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+@contextlib.contextmanager
+def removed_if_we_die(folder: Path) -> Iterator[None]:
+    """Within the block, a guard process removes `folder` should this process die; the block
+    itself is expected to remove it (or keep it) on a normal end."""
+    read_end, write_end = os.pipe()
+    try:
+        guard = subprocess.Popen(
+            ["/bin/sh", "-c", _GUARD, GUARD, str(folder)],
+            stdin=read_end,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # no signal meant for the runner's terminal reaches it
+            close_fds=True,
+        )
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    try:
+        yield
+    finally:
+        try:
+            os.write(write_end, b"kept\n")
+        except OSError:
+            pass
+        os.close(write_end)
+        guard.wait()
+
+
 def group_alive(pgid: int) -> bool:
     """Whether any process of the group is still there (zombies do not count)."""
     return bool(group_members(pgid))
-
-
-def group_members(pgid: int) -> list[int]:
-    """Pids of the live, non-zombie processes in a process group (from /proc)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # fields after the command name, which is in parentheses and may hold spaces
-        fields = stat[stat.rfind(")") + 2 :].split()
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state not in ("Z", "X"):
-            members.append(int(entry.name))
-    return members
 
 
 def kill_group(pgid: int, grace: float = 3.0) -> None:

@@ -1,7 +1,9 @@
 """`course run`: execute a lab's steps in a scratch copy of its folder and record the run.
 
 Each step runs in its own process group on a pseudo-terminal (`steps.py` holds the step kinds);
-every process group is ended on success, failure, timeout and Ctrl-C. Where the steps run is
+every process group is ended on success, failure, timeout, Ctrl-C, SIGTERM and a closed terminal,
+and ends by itself if the runner is killed outright (`process.tied_popen`); the next run of the
+lesson then ends what is left and removes the scratch folder (`lock.py`). Where the steps run is
 the target's business: the caller hands in a function that turns `--on` into a `Target`; the
 record is always written here.
 """
@@ -11,14 +13,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -34,18 +33,26 @@ from .display import Display, summary_table
 from .engines import overlay
 from .host import gpu_slug
 from .install import install_command, lab_requirements
+from .lessons import lab_path
+from .lock import lesson_lock
+from .masking import Redactor
 from .options import Interrupted, Options
-from .plan import Plan, StepPlan, make_plan
-from .steps import TAIL_LINES, Context, end_services, execute, kill_services
-from .target import ConnectionLost, Host, Target
-from .terminal import Redactor, clean, tail
+from .plan import Plan, StepPlan, gpu_refusal, make_plan
+from .process import become_subreaper
+from .signals import signals_as_interrupt
+from .steps import (
+    TAIL_LINES,
+    Context,
+    end_services,
+    execute,
+    inside,
+    kill_services,
+    mark_failed,
+)
+from .target import ConnectionLost, Host, HostReport, Target
+from .terminal import clean, tail
 
 TargetFactory = Callable[[str | None], Target]
-
-
-def lab_path(root: Path, lesson: str) -> Path:
-    """Where a lesson's recipe lives."""
-    return root / "lab" / lesson / "lab.yml"
 
 
 def run_lesson(
@@ -56,7 +63,10 @@ def run_lesson(
     """
     loaded = load_lab(lab_path(root, lesson))
     store = Store(root / "build")
-    resumed = _resumed_run(store, lesson) if options.resume else None
+    become_subreaper()  # the steps' orphans come back to us, to be collected, not left as zombies
+    for damaged in store.damaged_runs(lesson):
+        console.print(f"[yellow]warning:[/] {damaged.message()}", highlight=False, soft_wrap=True)
+    resumed = _resumed_run(store, lesson, console) if options.resume else None
     on = options.on
     if resumed is not None and on is None:
         on = resumed.record.options.get("on")  # the host the resumed run ran on
@@ -73,9 +83,9 @@ def run_lesson(
         return _run_on(host, root, loaded, store, resumed, options, console, extra_env, versions)
 
 
-def _resumed_run(store: Store, lesson: str) -> Run:
+def _resumed_run(store: Store, lesson: str, console: Console) -> Run:
     """The newest run of a lesson, which must not have finished; RunError otherwise."""
-    with store.lock(lesson):
+    with lesson_lock(store, lesson, _say(console)):
         pass  # taking the lock turns what a killed run left into a failed run
     runs = store.runs(lesson)
     if not runs:
@@ -102,22 +112,31 @@ def _run_on(
     lab, lesson = loaded.lab, loaded.lab.lesson
     step_envs = {k: v for s in lab.steps for k, v in getattr(s, "env", {}).items()}
     redact = Redactor.from_environment({**options.env, **step_envs})
-    setup = None
-    if options.setup and not options.dry_run:
-        setup = _setup(host, loaded, options, console, redact)
     # the host query starts processes: let it run while the history is read
     with ThreadPoolExecutor(max_workers=1) as pool:
         query = pool.submit(host.facts, lab.python, lab.engine, loaded.folder, extra_env)
         history = [resumed] if resumed is not None else store.runs(lesson)
         facts = query.result()
-    gpu_name = facts.host.gpu.name if facts.host.gpu else "none"
     engine = {**facts.engine, **versions}
-    plan = make_plan(
-        loaded, history, engine, gpu_name,
-        force=options.force, only=options.only, from_step=options.from_step,
-    )  # fmt: skip
+    plan = _plan(loaded, history, engine, facts, options)
+    refusal = gpu_refusal(loaded, plan, facts.host.gpu is not None, host.label)
     if options.dry_run:
+        if refusal:
+            console.print(
+                f"[yellow]note:[/] a run here would be refused: {refusal}", highlight=False
+            )
         return plan
+    if refusal:
+        raise RunError(f"refused, nothing was run: {refusal}")  # before anything, set-up included
+    setup = None
+    if options.setup:
+        setup = _setup(host, loaded, options, console, redact)
+        facts = host.facts(lab.python, lab.engine, loaded.folder, extra_env)  # what it installed
+        engine = {**facts.engine, **versions}
+        plan = _plan(loaded, history, engine, facts, options)
+        refusal = gpu_refusal(loaded, plan, facts.host.gpu is not None, host.label)
+        if refusal:
+            raise RunError(f"refused after --setup, no step was run: {refusal}")
     if not plan.to_run:
         source = {p.source.run_id for p in plan.steps if p.source}
         console.print(
@@ -125,65 +144,60 @@ def _run_on(
             " (use --force to run it again)."
         )
         return None
-    missing_gpu = [p.step.id for p in plan.to_run if p.step.needs == "gpu"]
-    if missing_gpu and facts.host.gpu is None:
-        where = "this host" if host.label == "local" else host.label
-        raise RunError(
-            f"{loaded.display_path()}: steps {', '.join(missing_gpu)} need a GPU and {where} has "
-            "none (nvidia-smi not found); run them on a GPU host, or pick steps with --only / "
-            "--from"
-        )
     if resumed is not None:
         first = next((p.step.id for p in plan.steps if p.action == "run"), None)
         console.print(f"Resuming {resumed.run_id} from step '{first}'", highlight=False)
     started = datetime.now(UTC)
-    with store.lock(lesson):
-        gpu = facts.host.gpu.model_dump() if facts.host.gpu else None
-        slug = gpu_slug(gpu)
-        run_id = store.new_run_id(lesson, started, slug)
-        record = Record(
-            lesson=lesson, title=lab.title, run_id=run_id, status="running", started=now_iso(),
-            lab_file=f"lab/{lesson}/lab.yml",
-            host=facts.host.model_copy(update={"setup": setup}), engine=engine,
-            options={"force": options.force, "only": options.only, "from": options.from_step,
-                     "on": host.label, "resume": resumed.run_id if resumed else None,
-                     "engine": list(options.engine)},
-        )  # fmt: skip
-        writer = RunWriter(store, record)
-        t0 = time.monotonic()
-        display = Display(console, redact, options.quiet)
-        with host.workspace(loaded.folder, lesson, loaded.included) as ws, display:
-            env = {**_base_env(host, options, lesson, run_id), **extra_env}
-            ctx = Context(loaded, writer, host, ws, display, env, redact)
-            failure: Failure | None = None
-            try:
-                with _signals_as_interrupt():
+    with signals_as_interrupt(console) as signals:
+        with lesson_lock(store, lesson, _say(console)) as lock:
+            gpu = facts.host.gpu.model_dump() if facts.host.gpu else None
+            slug = gpu_slug(gpu)
+            run_id = store.new_run_id(lesson, started, slug)
+            record = Record(
+                lesson=lesson, title=lab.title, run_id=run_id, status="running", started=now_iso(),
+                lab_file=f"lab/{lesson}/lab.yml",
+                host=facts.host.model_copy(update={"setup": setup}), engine=engine,
+                options={"force": options.force, "only": options.only, "from": options.from_step,
+                         "on": host.label, "resume": resumed.run_id if resumed else None,
+                         "engine": list(options.engine)},
+            )  # fmt: skip
+            writer = RunWriter(store, record)
+            t0 = time.monotonic()
+            display = Display(console, redact, options.quiet)
+            with host.workspace(loaded.folder, lesson, loaded.included) as ws, display:
+                lock.folder(ws.scratch)
+                env = {**_base_env(host, options, lesson, run_id), **extra_env}
+                ctx = Context(loaded, writer, host, ws, display, env, redact)
+                ctx.track = lambda proc: lock.group(*proc.group) if proc.group else None
+                failure: Failure | None = None
+                try:
                     used = {name for sp in plan.to_run for name in sp.step.uses}
                     wanted = {n: v for n, v in versions.items() if n in used}
                     _build(ctx, root, wanted, slug, options.wheels)
                     _execute(ctx, plan)
                     end_services(ctx)
-            except StepFailed as exc:
-                failure = Failure(step=exc.step_id, message=redact(str(exc)))
-                raise
-            except Interrupted:
-                failure = Failure(step=_current(record), message="interrupted (Ctrl-C or SIGTERM)")
-                raise
-            except BaseException as exc:
-                message = redact(f"{type(exc).__name__}: {exc}")
-                failure = Failure(step=_current(record), message=message)
-                raise
-            finally:
-                kill_services(ctx)
-                record.seconds = round(time.monotonic() - t0, 3)
-                done = {r.id for r in record.steps}
-                for sp in plan.steps:
-                    if sp.step.id not in done:
-                        record.steps.append(_base_record(sp, redact, "not-run"))
-                if failure is not None:
-                    writer.finish("failed", failure)
-            status: RunStatus = "ok" if plan.complete() else "partial"
-            run = writer.finish(status)
+                except StepFailed as exc:
+                    failure = Failure(step=exc.step_id, message=redact(str(exc)))
+                    raise
+                except Interrupted as exc:
+                    failure = Failure(step=_current(record), message=f"interrupted ({exc})")
+                    raise
+                except BaseException as exc:
+                    message = redact(f"{type(exc).__name__}: {exc}")
+                    failure = Failure(step=_current(record), message=message)
+                    raise
+                finally:
+                    signals.clean_up()  # a second Ctrl-C must not cut this short
+                    kill_services(ctx)
+                    record.seconds = round(time.monotonic() - t0, 3)
+                    done = {r.id for r in record.steps}
+                    for sp in plan.steps:
+                        if sp.step.id not in done:
+                            record.steps.append(_base_record(sp, redact, "not-run"))
+                    if failure is not None:
+                        writer.finish("failed", failure)
+                status: RunStatus = "ok" if plan.complete() else "partial"
+                run = writer.finish(status)
     console.print(summary_table(run))
     return run
 
@@ -229,25 +243,27 @@ def _setup(
     )
 
 
+def _say(console: Console) -> Callable[[str], None]:
+    """Print a sentence of the runner's own, unwrapped (it may name long paths)."""
+    return lambda text: console.print(text, highlight=False, soft_wrap=True)
+
+
 def _current(record: Record) -> str | None:
     return record.steps[-1].id if record.steps else None
 
 
-@contextmanager
-def _signals_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM (and SIGINT) into Interrupted, so clean-up runs."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    for sig in previous:
-        signal.signal(sig, handler)
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+def _plan(
+    loaded: LoadedLab,
+    history: list[Run],
+    engine: dict[str, str | None],
+    facts: HostReport,
+    options: Options,
+) -> Plan:
+    gpu_name = facts.host.gpu.name if facts.host.gpu else "none"
+    return make_plan(
+        loaded, history, engine, gpu_name,
+        force=options.force, only=options.only, from_step=options.from_step,
+    )  # fmt: skip
 
 
 def _base_env(host: Host, options: Options, lesson: str, run_id: str) -> dict[str, str]:
@@ -320,11 +336,18 @@ def _execute(ctx: Context, plan: Plan) -> None:
         ctx.writer.save()
         t0 = time.monotonic()
         try:
-            execute(ctx, step, rec)
-        except ConnectionLost as exc:
-            raise ctx.fail(step.id, str(exc), exc.output) from None
+            try:
+                execute(ctx, step, rec)
+            except ConnectionLost as exc:
+                raise ctx.fail(step.id, str(exc), exc.output) from None
         except StepFailed as exc:
-            rec.error = exc.what
+            mark_failed(ctx, rec, exc)
+            raise
+        except Interrupted as exc:
+            rec.error = f"interrupted ({exc}) while the step ran"
+            raise
+        except Exception as exc:
+            rec.error = ctx.redact(f"{type(exc).__name__}: {exc}")
             raise
         finally:  # a failed step keeps how long it ran too
             rec.seconds = round(time.monotonic() - t0, 3)
@@ -338,7 +361,12 @@ def _reuse(ctx: Context, sp: StepPlan) -> None:
     ctx.writer.copy_step(sp.source, sp.step.id)
     # what the step produced is put back, so later steps find it
     for kept in old.files:
-        target = ctx.ws.local / kept.path
+        target = inside(ctx.ws.local, kept.path)
+        if target is None:
+            raise RunError(
+                f"run {sp.source.run_id}: step '{sp.step.id}' kept {kept.path!r}, which leads "
+                "outside the lab folder; run the step again with --force"
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(sp.source.kept_file(sp.step.id, kept.path), target)
     ctx.ws.push([kept.path for kept in old.files])

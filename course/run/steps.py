@@ -7,11 +7,13 @@ lab file, the step and what was expected.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 from ..errors import StepFailed
@@ -21,8 +23,9 @@ from ..record.models import StepRecord
 from ..record.writer import RunWriter
 from .capture import capture_values
 from .display import Display
+from .masking import MaskError, Redactor
 from .target import Host, Process, Workspace
-from .terminal import Redactor, clean, tail, transcript
+from .terminal import clean, tail, transcript
 
 POLL = 0.05
 TAIL_LINES = 20
@@ -50,6 +53,17 @@ class Context:
     base_env: dict[str, str]
     redact: Redactor
     services: dict[str, Service] = field(default_factory=dict)
+    track: Callable[[Process], None] = lambda proc: None
+    """Told of every process a step starts (the lock records its process group)."""
+
+    def spawn(self, step_id: str, command: str, env: dict[str, str], source: str) -> Process:
+        """Start a step's command in the lab folder, its output streamed under `source`."""
+        prefix = f"[{step_id}] " if source.startswith("service:") else ""
+        proc = self.host.spawn(
+            command, self.ws.path, env, lambda t: self.display.output(source, t, prefix)
+        )
+        self.track(proc)
+        return proc
 
     def fail(self, step_id: str, what: str, output: str) -> StepFailed:
         """The error for a failed step: the lab file, the step, what was expected, its last
@@ -89,6 +103,17 @@ def kind(
     return register
 
 
+def mark_failed(ctx: Context, rec: StepRecord, exc: StepFailed) -> None:
+    """Put a step's failure in its record: the step named by the error (a service that died while
+    another step ran, a service whose captures failed at its stop) and the step that was running."""
+    record = ctx.writer.record
+    owner = next((r for r in record.steps if r.id == exc.step_id), None)
+    if owner is not None:
+        owner.status, owner.error = "failed", exc.what
+    if owner is not rec:
+        rec.error = f"ended because step '{exc.step_id}' failed: {exc.what}"
+
+
 def execute(ctx: Context, step: AnyStep, rec: StepRecord) -> None:
     """Run one step through the function registered for its kind."""
     STEP_KINDS[step_kind(step)](ctx, step, rec)
@@ -111,9 +136,7 @@ def check_services(ctx: Context, current: str) -> None:
 @kind("run", RunStep)
 def run_command(ctx: Context, step: RunStep, rec: StepRecord) -> None:
     """Run a command to its end (or its timeout), watching the services meanwhile."""
-    proc = ctx.host.spawn(
-        step.run, ctx.ws.path, ctx.step_env(step), lambda t: ctx.display.output(step.id, t)
-    )
+    proc = ctx.spawn(step.id, step.run, ctx.step_env(step), step.id)
     try:
         code = None
         while code is None:
@@ -146,20 +169,36 @@ def run_command(ctx: Context, step: RunStep, rec: StepRecord) -> None:
 
 
 def collect(ctx: Context, step: RunStep | StartStep, rec: StepRecord, output: str) -> None:
-    """Captured values and kept files of a finished step; every miss is reported at once."""
+    """Captured values and kept files of a finished step; every miss is reported at once.
+
+    Captures read the real output and files; what is recorded is masked.
+    """
     wanted = {*step.files, *(c.json_file for c in step.capture.values() if c.json_file)}
     ctx.ws.fetch(sorted(wanted))
-    values, misses = capture_values(step.capture, ctx.redact(clean(output)), ctx.ws.local)
+    values, misses = capture_values(step.capture, clean(output), ctx.ws.local)
     for name, found in values.items():
         rec.values[name] = found.model_copy(update={"value": ctx.redact.value(found.value)})
     for rel in step.files:
-        source = ctx.ws.local / rel
-        if not source.is_file():
+        source = inside(ctx.ws.local, rel)
+        if source is None:
+            misses.append(f"file '{rel}' (listed under files) is outside the lab folder")
+        elif not source.is_file():
             misses.append(f"file '{rel}' (listed under files) was not produced")
-            continue
-        rec.files.append(ctx.writer.keep_file(step.id, source, rel, ctx.redact))
+        else:
+            try:
+                mask = functools.partial(ctx.redact.kept, name=rel)
+                kept = ctx.writer.keep_file(step.id, source, rel, mask)
+                rec.files.append(kept)
+            except MaskError as exc:
+                misses.append(str(exc))
     if misses:
         raise ctx.fail(step.id, "; ".join(misses), output)
+
+
+def inside(folder: Path, rel: str) -> Path | None:
+    """`folder/rel` with every link followed, or None when that leaves the folder."""
+    path = (folder / rel).resolve()
+    return path if path.is_relative_to(folder.resolve()) else None
 
 
 @kind("start", StartStep)
@@ -167,11 +206,20 @@ def start_service(ctx: Context, step: StartStep, rec: StepRecord) -> None:
     """Start a background service and wait until it is ready (a URL answers, or a log line)."""
     env = ctx.step_env(step)
     prefix = f"[{step.id}] "
-    proc = ctx.host.spawn(
-        step.start, ctx.ws.path, env, lambda t: ctx.display.output(f"service:{step.id}", t, prefix)
-    )
-    ctx.services[step.id] = Service(step, proc, rec, env)
     ready = step.ready
+    url = string.Template(ready.url).safe_substitute(env) if ready.url else None
+    if url is not None:
+        # an answer from a process that is not ours (an earlier run's orphan) would pass for ours
+        taken = ctx.host.port_in_use(url)
+        if taken:
+            raise ctx.fail(
+                step.id,
+                f"its readiness URL {url} is on this host and {taken}; end that process or give "
+                "the service another port, then run again",
+                "",
+            )
+    proc = ctx.spawn(step.id, step.start, env, f"service:{step.id}")
+    ctx.services[step.id] = Service(step, proc, rec, env)
     expected = f"GET {ready.url} to answer 2xx" if ready.url else f"a line matching {ready.log!r}"
     last = "no answer yet"
     while True:
@@ -183,8 +231,9 @@ def start_service(ctx: Context, step: StartStep, rec: StepRecord) -> None:
                 f"(waiting for {expected})",
                 proc.output,
             )
-        if ready.url is not None:
-            ok, last = ctx.host.http_ready(string.Template(ready.url).safe_substitute(env))
+        if url is not None:
+            ok, last = ctx.host.http_ready(url)
+            ok = ok and proc.poll() is None  # an answer counts only while our service lives
         else:
             ok = re.search(ready.log or "", clean(proc.output), re.MULTILINE) is not None
         if ok:
@@ -216,8 +265,13 @@ def finish_service(ctx: Context, service: Service) -> None:
     rec.exit_code = service.proc.poll()
     text = ctx.redact(transcript(step.start, service.proc.output))
     rec.transcript = ctx.writer.write_transcript(step.id, text)
-    collect(ctx, step, rec, service.proc.output)
-    ctx.writer.save()
+    try:
+        collect(ctx, step, rec, service.proc.output)
+    except StepFailed as exc:
+        rec.status, rec.error = "failed", exc.what
+        raise
+    finally:
+        ctx.writer.save()
 
 
 def end_services(ctx: Context) -> None:

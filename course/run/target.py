@@ -26,7 +26,8 @@ from ..errors import RunError
 from ..lab.files import IGNORED_PARTS
 from ..record.models import HostFacts
 from . import host as host_module
-from .process import Proc
+from . import procfs
+from .process import Proc, removed_if_we_die
 
 OnOutput = Callable[[str], None]
 
@@ -72,6 +73,11 @@ class Process(Protocol):
     def end(self, grace: float = 3.0) -> None:
         """End the whole process group (SIGTERM, SIGKILL after grace) and collect the output."""
 
+    @property
+    def group(self) -> tuple[int, int | None] | None:
+        """The process group on this machine that holds the process (a remote step: its `ssh`),
+        with its leader's start time; the lock records it."""
+
 
 class Workspace(Protocol):
     """The lab folder a run's steps execute in."""
@@ -82,6 +88,11 @@ class Workspace(Protocol):
     """A folder here holding the files the runner reads (the folder itself when the host is
     here).
     """
+
+    @property
+    def scratch(self) -> Path:
+        """The temporary folder here that holds `local`, removed at the end (the lock records
+        it)."""
 
     def fetch(self, paths: list[str]) -> None:
         """Bring these files (relative to the lab folder) from the host into `local`, where they
@@ -114,6 +125,10 @@ class Host(Protocol):
     def http_ready(self, url: str) -> tuple[bool, str]:
         """Whether a readiness URL answers 2xx from the host, and what it answered."""
 
+    def port_in_use(self, url: str) -> str | None:
+        """For a readiness URL on the host itself: who holds its port ('port 8123 is in use by
+        pid 4711: python3 server.py'); None when it is free or the URL points elsewhere."""
+
     def workspace(
         self, folder: Path, lesson: str, included: Mapping[str, Path]
     ) -> AbstractContextManager[Workspace]:
@@ -142,6 +157,7 @@ class LocalWorkspace:
     """A scratch copy of the lab folder in a temporary folder here."""
 
     local: Path
+    scratch: Path
     path: str = ""
 
     def __post_init__(self) -> None:
@@ -185,6 +201,11 @@ class LocalHost:
             return False, f"{type(exc).__name__}"
         return response.is_success, f"status {response.status_code}"
 
+    def port_in_use(self, url: str) -> str | None:
+        """Who listens on the URL's port here, read from /proc."""
+        port = procfs.local_port(url)
+        return procfs.port_message(port) if port is not None else None
+
     @contextmanager
     def workspace(
         self, folder: Path, lesson: str, included: Mapping[str, Path]
@@ -192,13 +213,14 @@ class LocalHost:
         """A fresh copy of the lab folder and the files it includes, removed afterwards."""
         parent = Path(tempfile.mkdtemp(prefix=f"course-{lesson}-"))
         scratch = parent / lesson
-        try:
-            shutil.copytree(folder, scratch, ignore=copy_ignore, symlinks=True)
-            for name, source in included.items():
-                shutil.copyfile(source, scratch / name)
-            yield LocalWorkspace(scratch)
-        finally:
-            shutil.rmtree(parent, ignore_errors=True)
+        with removed_if_we_die(parent):
+            try:
+                shutil.copytree(folder, scratch, ignore=copy_ignore, symlinks=True)
+                for name, source in included.items():
+                    shutil.copyfile(source, scratch / name)
+                yield LocalWorkspace(scratch, parent)
+            finally:
+                shutil.rmtree(parent, ignore_errors=True)
 
 
 @dataclass

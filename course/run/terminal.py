@@ -1,15 +1,11 @@
-"""What a terminal would show: ANSI codes removed, carriage returns applied, secrets masked."""
+"""What a terminal would show: ANSI codes removed, carriage returns applied (secrets are masked by
+`masking.py`)."""
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterable, Mapping
 
 from ..record.models import PROMPT
-
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
-MASK = "***"
 
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erase
@@ -50,40 +46,6 @@ def _overwrite(line: str) -> str:
                 screen.append(char)
             cursor += 1
     return "".join(screen)
-
-
-def secret_values(*envs: Mapping[str, str]) -> list[str]:
-    """Values of variables whose names say TOKEN, KEY, SECRET or PASSWORD, longest first."""
-    found = {
-        value
-        for env in envs
-        for name, value in env.items()
-        if SECRET_NAME.search(name) and len(value) >= 3
-    }
-    return sorted(found, key=len, reverse=True)
-
-
-class Redactor:
-    """Replaces every secret value with `***`."""
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        self.secrets = [s for s in secrets if s]
-        self._pattern = (
-            re.compile("|".join(re.escape(s) for s in self.secrets)) if self.secrets else None
-        )
-
-    @classmethod
-    def from_environment(cls, extra: Mapping[str, str] | None = None) -> Redactor:
-        """A redactor for this process's environment plus a step's own variables."""
-        return cls(secret_values(os.environ, extra or {}))
-
-    def __call__(self, text: str) -> str:
-        """The text with every secret masked."""
-        return self._pattern.sub(MASK, text) if self._pattern else text
-
-    def value(self, value: object) -> object:
-        """A captured value with secrets masked (strings only)."""
-        return self(value) if isinstance(value, str) else value
 
 
 def transcript(command: str, output: str) -> str:

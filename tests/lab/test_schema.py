@@ -187,7 +187,7 @@ steps:
         "step); a start step takes: id, title, needs, env, inputs, files, capture, uses, start, "
         "ready, deadline",
         "line 16: step 'one': capture.n.units: unknown key 'units' (did you mean 'unit'?); "
-        "capture 'n' takes: regex, json, key, type, unit",
+        "capture 'n' takes: regex, json, key, type, unit, scales",
         "line 17: step 'two': a step needs exactly one of 'run', 'start' or 'stop' (found 'rnu': "
         "did you mean 'run'?)",
     ]
@@ -198,7 +198,7 @@ def test_the_allowed_keys_come_from_the_models() -> None:
     from course.lab.keys import keys, mapping_at
     from course.lab.schema import Capture, Lab, Ready, Resources, Setup
 
-    assert keys(Capture) == ["regex", "json", "key", "type", "unit"]
+    assert keys(Capture) == ["regex", "json", "key", "type", "unit", "scales"]
     for loc, model in [
         ((), Lab),
         (("setup",), Setup),
@@ -211,3 +211,73 @@ def test_the_allowed_keys_come_from_the_models() -> None:
         assert found is not None and found.model is model, loc
     assert mapping_at(("steps", 0, "run", "env")) is None  # a mapping of names, not of keys
     assert mapping_at(("nowhere",)) is None
+
+
+def test_scales_declare_how_a_value_moves_on_another_gpu(tmp_path: Path) -> None:
+    path = write_lab(
+        tmp_path,
+        """\
+lesson: demo
+title: Demo
+steps:
+  - id: one
+    run: python3 a.py
+    capture:
+      size: {regex: 'size (\\d+)', type: int, unit: B, scales: exact}
+      speed: {regex: 'speed (\\d+)', unit: tok/s, scales: bandwidth}
+      room: {regex: 'room (\\d+)', type: int, unit: B, scales: {kind: memory, share: 0.9}}
+      tokens: {regex: 'tokens (\\d+)', type: int, unit: tok, scales: {kind: memory, like: room}}
+      took: {regex: 'took (\\d+)', unit: s}
+""",
+    )
+    captures = load_lab(path).lab.step("one").capture
+    assert captures["size"].scales is not None and captures["size"].scales.kind == "exact"
+    assert captures["room"].scales is not None and captures["room"].scales.share == 0.9
+    assert captures["tokens"].scales is not None and captures["tokens"].scales.like == "room"
+    assert captures["took"].scales is None  # optional
+
+
+def test_bad_scales_are_reported_with_step_field_and_hint(tmp_path: Path) -> None:
+    path = write_lab(
+        tmp_path,
+        """\
+lesson: demo
+title: Demo
+steps:
+  - id: one
+    run: python3 a.py
+    capture:
+      a: {regex: 'a (\\d+)', scales: bandwith}
+      b: {regex: 'b (\\d+)', unit: s, scales: {kind: bandwidth, share: 0.5}}
+      c: {regex: 'c (\\d+)', unit: tok, scales: {kind: memory, share: 0.9}}
+      d: {regex: 'd (\\d+)', scales: {kind: memory, shares: 0.9}}
+  - id: two
+    run: python3 a.py
+    capture:
+      room: {regex: 'r (\\d+)', unit: B, scales: free}
+      e: {regex: 'e (\\d+)', scales: {kind: memory, like: rooms}}
+      f: {regex: 'f (\\d+)', scales: {kind: memory, like: room}}
+""",
+    )
+    found = problems(path)
+    assert len(found) == 5, found  # the two `like` problems of step two share one line
+    assert any(
+        p.startswith("line 7: step 'one': capture.a.scales.kind: 'bandwith' is not one of")
+        for p in found
+    )
+    assert any(
+        "capture.b.scales: 'share' and 'like' go with kind 'memory' only" in p for p in found
+    )
+    assert any("capture.c: scales: 'share' needs a unit of bytes, not 'tok'" in p for p in found)
+    assert (
+        "line 10: step 'one': capture.d.scales.shares: unknown key 'shares' (did you mean 'share'?)"
+        "; scales takes: kind, share, like" in found
+    )
+    assert any(
+        "step 'two': capture.e.scales.like: 'rooms' is not a value of this step (did you mean "
+        "'room'?)" in p
+        for p in found
+    )
+    assert any(
+        "capture.f.scales.like: 'room' must declare `scales: memory` itself" in p for p in found
+    )

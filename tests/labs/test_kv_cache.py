@@ -454,7 +454,10 @@ def test_every_gpu_step_records_its_peak_gpu_memory(runs: Runs) -> None:
             ("peak_gpu_memory_reserved", "reserved"),
             ("peak_gpu_memory_paper", "paper"),
         ):
-            assert capture[value] == {
+            declared = dict(capture[value])
+            assert "scales" in declared  # how it moves on another GPU (course compare)
+            del declared["scales"]
+            assert declared == {
                 "json": f"results/{name}.json",
                 "key": f"peak_gpu_memory.{field}",
                 "type": "int",

@@ -133,7 +133,8 @@ def test_every_install_line_names_real_extras_and_the_recorded_versions(
     site_dir, _ = site
     run = Store(REPO / "build").newest_good("kv-cache")
     assert run is not None
-    recorded = {f"{n}=={v}" for n, v in run.record.engine.items() if v}
+    native = {"llama.cpp"}  # a build, not a pip package: never pinned in an install line
+    recorded = {f"{n}=={v}" for n, v in run.record.engine.items() if v and n not in native}
     pyproject = tomllib.loads((REPO / "lab/kv-cache/pyproject.toml").read_text(encoding="utf-8"))
     extras = set(pyproject["project"]["optional-dependencies"])
     page = html_module.unescape(
@@ -235,3 +236,23 @@ def test_a_learner_without_a_gpu_follows_start_here_to_the_end(
             [sys.executable, *argv[1:]], cwd=lab, capture_output=True, text=True, timeout=300
         )
         assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    # then the check of the zip, as START-HERE.md ends: the sizes match, the rest is not comparable
+    section = start.split("## Compare your numbers with the page's")[1]
+    (check,) = re.findall(r"```bash\n(.*?)\n```", section.split("\n## ")[0], re.DOTALL)
+    assert check == "python3 compare.py"
+    done = subprocess.run(
+        [sys.executable, "compare.py"],
+        cwd=lab,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},  # no nvidia-smi: a machine without a GPU
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Sizes and counts match the page's to the byte (16 values)." in done.stdout
+    assert (
+        "Speeds are not comparable on a CPU: gpu-check, prefix-reuse, decode-speed, cache-budget"
+        " ran on the CPU. Run them on an NVIDIA GPU without `--device cpu --tiny`" in done.stdout
+    )
+    newest = Store(REPO / "build").newest_good("kv-cache")
+    assert newest is not None and f"page:  run {newest.run_id} on NVIDIA H200" in done.stdout

@@ -20,9 +20,9 @@ import pytest
 from support import CHROMIUM, COURSE, OLDER, RUN, STEM, free_port, make_project, serving
 
 from course.errors import PublishError
-from course.publish import Published, publish
 from course.publish.deploy import deploy_to_folder
 from course.publish.links import check_links
+from course.publish.pipeline import Published, publish
 
 URL = "https://example.org/course/"
 SITEMAP = "{http://www.sitemaps.org/schemas/sitemap/0.9}"

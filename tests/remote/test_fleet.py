@@ -16,7 +16,9 @@ from support import CourseRun
 
 from course.errors import LabError, RunError
 from course.lab.load import load_lab
-from course.remote.fleet import decide, lessons, pinned_versions, task_config, write_tasks
+from course.remote.fleet import decide, lessons, pinned_versions
+from course.remote.tasks import node_command, task_config, write_tasks
+from course.run.options import Options
 
 LAB = "echo-server"
 RESOURCES = "resources: {gpu: H200, count: 2, disk_gb: 100}\n"
@@ -134,3 +136,45 @@ def test_fleet_dry_run_plans_every_lesson(project: Path, course: CourseRun, tmp_
     shutil.rmtree(folder)
     bad = course("run", "--all", "--via", "skypilot", env={"HOME": str(home)}, timeout=180)
     assert bad.returncode == 1 and "--via skypilot needs --bucket URL" in bad.stderr
+
+
+def test_the_node_runs_with_every_option_given_here_or_the_fleet_refuses(
+    project: Path, tmp_path: Path
+) -> None:
+    wheels = project / "wheels"
+    wheels.mkdir()
+    options = Options(
+        force=True,
+        only="words",
+        setup=True,
+        quiet=True,
+        engine=["pyyaml==6.0.1"],
+        wheels=wheels,
+        env={"HF_TOKEN": "hf_secretvalue0123456789abcdefghij", "BATCH": "8"},
+    )
+    assert node_command(project, LAB, options) == (
+        "course run echo-server --force --only words --setup --quiet --engine pyyaml==6.0.1 "
+        "--wheels wheels --env BATCH --env HF_TOKEN"
+    )
+    assert "--from query" in node_command(project, LAB, Options(from_step="query"))
+    loaded = load_lab(project / "lab" / LAB / "lab.yml")
+    config = task_config(project, loaded, None, options)
+    assert config["run"].startswith("course run echo-server --force --only words --setup")
+    assert config["envs"]["BATCH"] == "8" and "HF_TOKEN" not in config["envs"]
+    assert config["secrets"] == {"HF_TOKEN": "hf_secretvalue0123456789abcdefghij"}
+    shown = task_config(project, loaded, None, options, reveal=False)  # a dry run's task file
+    assert shown["secrets"] == {"HF_TOKEN": "***"}
+    # what cannot travel is refused by name, all at once, before anything is launched
+    outside = tmp_path / "wheels-here"
+    outside.mkdir()
+    refused = Options(on="ssh://gpu-box", resume=True, wheels=outside)
+    with pytest.raises(RunError) as caught:
+        node_command(project, LAB, refused)
+    message = str(caught.value)
+    assert message.startswith("--via skypilot cannot carry --on (a node is the host")
+    assert "; --resume (a node starts from the committed records" in message
+    assert f"; --wheels {outside} (a folder outside the project does not travel" in message
+    # a step that a lesson does not have is refused here, naming its lab
+    with pytest.raises(RunError, match=r"lab.yml: --only nope: no such step \(steps: prepare"):
+        decide(project, loaded, options=Options(only="nope"))
+    assert decide(project, loaded, options=Options(engine=["pyyaml==0.0.1"])).run

@@ -24,6 +24,8 @@ import pytest
 from support import COURSE, FIXTURES, free_port
 
 from course.record.store import Store
+from course.remote.settings import SshSettings
+from course.remote.ssh import SshTarget
 from course.run.process import group_members
 
 LAB = "echo-server"
@@ -275,6 +277,7 @@ def test_a_dropped_connection_fails_the_step_and_resume_finishes(
     store = Store(root / "build")
     (failed,) = store.runs(LAB)
     assert failed.record.status == "failed" and failed.record.failure.step == "slow"  # type: ignore[union-attr]
+    assert (failed.record.step("slow").error or "").startswith(f"the connection to {sshd.url}")
     assert failed.record.step("words").status == "ok"
     # --resume: same host (from the record), and the steps that finished are reused from the failed
     # run
@@ -328,3 +331,18 @@ def test_bad_addresses_and_variables(project: Path) -> None:
         done.returncode == 1
         and "not set here (give --env COURSE_SURELY_UNSET_VARIABLE=VALUE)" in done.stderr
     )
+
+
+def test_a_port_in_use_on_the_host_is_named_by_the_host(sshd: Server) -> None:
+    """Before a service starts on the host, its readiness port is checked there."""
+    settings = SshSettings(config=sshd.client_config(sshd.folder / "known_hosts"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with SshTarget.parse(sshd.url, settings).connect() as host:
+            said = host.port_in_use(f"http://127.0.0.1:{port}/health")
+            free = host.port_in_use(f"http://127.0.0.1:{free_port()}/health")
+            elsewhere = host.port_in_use(f"http://192.0.2.1:{port}/health")
+    assert said is not None and said.startswith(f"port {port} is in use by pid {os.getpid()}: ")
+    assert free is None and elsewhere is None

@@ -10,7 +10,8 @@ import pytest
 from course.lab.schema import Capture
 from course.record.models import Value
 from course.run.capture import CaptureMiss, capture_values, parse_number
-from course.run.terminal import Redactor, clean, secret_values, tail, transcript
+from course.run.masking import Redactor, secret_values
+from course.run.terminal import clean, tail, transcript
 
 
 @pytest.mark.parametrize(

@@ -126,6 +126,8 @@ def test_nonzero_exit_stops_the_run_loudly(
     record = Store(project / "build").get(LAB, run_id).record
     assert record.status == "failed" and record.failure and record.failure.step == "broken"
     assert record.step("query").status == "ok" and record.step("broken").exit_code == 3
+    assert record.step("broken").error is not None
+    assert record.step("broken").error.startswith("the command exited with status 3 (expected 0)")
     assert record.step("broken").seconds is not None and record.step("broken").seconds > 0
     assert Store(project / "build").newest_good(LAB) is None
 
@@ -147,6 +149,9 @@ def test_timeout_ends_the_whole_process_group(
     assert "step 'slow' failed: timed out after 1 s (timeout: 1 s)" in done.stderr
     assert "| started" in done.stderr
     assert_groups_gone(pgids_in(tmp_path))
+    (run_id,) = runs_of(project)
+    record = Store(project / "build").get(LAB, run_id).record
+    assert record.step("slow").error == "timed out after 1 s (timeout: 1 s)"
 
 
 def test_service_that_never_gets_ready(project: Path, course: CourseRun, tmp_path: Path) -> None:
@@ -194,6 +199,14 @@ steps:
     )
     assert "| going down" in done.stderr
     assert_groups_gone(pgids_in(tmp_path))
+    # the service's own record says why it failed; the step it took down says what happened
+    record = Store(project / "build").get(LAB, runs_of(project)[0]).record
+    died = "the service died (exit status 4) while step 'waits' ran; it should keep running"
+    assert record.step("flaky").status == "failed"
+    assert (record.step("flaky").error or "").startswith(died)
+    assert (record.step("waits").error or "").startswith(
+        f"ended because step 'flaky' failed: {died}"
+    )
     lab.write_text(lab.read_text().replace("sleep 0.5; echo going down; exit 4", "sleep 60"))
     lab.write_text(lab.read_text().replace("sleep 30", "true"))
     done = course("run", LAB)
@@ -226,6 +239,8 @@ def test_capture_that_matches_nothing(project: Path, course: CourseRun) -> None:
     assert "capture 'size': 'results/client.json' has no key 'by.second'" in err
     assert "file 'missing.txt' (listed under files) was not produced" in err
     assert "| nothing to see" in err
+    record = Store(project / "build").get(LAB, runs_of(project)[0]).record
+    assert (record.step("quiet").error or "").startswith("capture 'speed': the pattern")
 
 
 def test_secrets_never_reach_the_record(project: Path, course: CourseRun) -> None:
@@ -332,10 +347,20 @@ def test_gpu_steps_refuse_to_start_without_a_gpu(project: Path, course: CourseRu
     run: nvidia-smi
 """,
     )
-    done = course("run", LAB)
+    done = course("run", LAB, "--setup")  # refused before anything, the set-up included
     assert done.returncode == 1
-    assert "steps on-gpu need a GPU and this host has none" in done.stderr
+    said = " ".join(done.stderr.split())
+    assert said.startswith(f"error: refused, nothing was run: {project}/lab/echo-server/lab.yml: ")
+    assert said.endswith(
+        "lab.yml: step on-gpu needs a GPU and "
+        "this host has none (nvidia-smi finds no GPU). Run on a GPU host: course run echo-server "
+        "--on ssh://user@host:port; or run a step that needs no GPU here with --only (prepare, "
+        "server, query, words), e.g. course run echo-server --only prepare"
+    ), said
+    assert "installing" not in said
     assert runs_of(project) == []  # nothing ran, nothing recorded
+    plan = course("run", LAB, "--dry-run")
+    assert plan.returncode == 0 and "note: a run here would be refused: " in plan.stderr
     assert course("run", LAB, "--only", "words").returncode == 0
 
 
@@ -368,6 +393,7 @@ def test_ctrl_c_ends_every_process_and_keeps_the_partial_run(project: Path, tmp_
     record = Store(project / "build").get(LAB, run_id).record
     assert record.status == "failed" and record.failure and "interrupted" in record.failure.message
     assert record.step("words").status == "ok" and record.step("long").status == "failed"
+    assert record.step("long").error == "interrupted (SIGINT: Ctrl-C) while the step ran"
 
 
 def test_a_killed_run_leaves_the_good_run_selectable(
@@ -420,7 +446,7 @@ def test_unknown_lesson_names_the_missing_file(course: CourseRun) -> None:
     assert "lab/no-such-lesson/lab.yml" in done.stderr and "no such file" in done.stderr
 
 
-@pytest.mark.parametrize("command", ["build", "diff", "check", "serve"])
+@pytest.mark.parametrize("command", ["build", "diff", "compare", "check", "serve"])
 def test_help_lists_every_command(command: str) -> None:
     done = subprocess.run([*COURSE, "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and f"  {command} " in done.stdout

@@ -1,0 +1,148 @@
+"""What `/proc` says about processes: start times, process groups, zombies, who listens on a port.
+
+Standard library only: for a run on a remote host this file is copied there with the supervisor
+and `process.py`, so the same code reads the host's `/proc`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROC = Path("/proc")
+LISTEN = "0A"
+"""The state of a listening socket in /proc/net/tcp."""
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None when gone."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # the command name is in parentheses and may itself hold spaces and parentheses
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """When a process started, in clock ticks since boot (with the boot id, it names the process
+    even after its pid is reused); None when it is gone."""
+    fields = stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def boot_id() -> str:
+    """This boot of the machine (start times count from it)."""
+    try:
+        return (PROC / "sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def processes() -> list[tuple[int, str, int, int]]:
+    """Every process as (pid, state, parent pid, process group)."""
+    found = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = stat_fields(int(entry.name))
+        if fields:
+            found.append((int(entry.name), fields[0], int(fields[1]), int(fields[2])))
+    return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids of the live, non-zombie processes in a process group."""
+    return [pid for pid, state, _, group in processes() if group == pgid and state not in "ZX"]
+
+
+def command_line(pid: int) -> str:
+    """A process's command line, arguments joined by spaces ('' when unreadable)."""
+    try:
+        raw = (PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """Inodes of the TCP sockets listening on a port, any address, IPv4 and IPv6."""
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = (PROC / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != LISTEN:
+                continue
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def port_holders(port: int) -> tuple[bool, list[tuple[int, str]]]:
+    """Whether a TCP port has a listener on this machine, and the processes holding it that this
+    user can see, as (pid, command line)."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return False, []
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    holders = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fds = os.listdir(entry / "fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(entry / "fd" / fd) in wanted:
+                    holders.append((int(entry.name), command_line(int(entry.name))))
+                    break
+            except OSError:
+                continue
+    return True, sorted(holders)
+
+
+def port_message(port: int) -> str | None:
+    """'port 8123 is in use by pid 4711: python3 server.py', or None when nothing listens on it."""
+    used, holders = port_holders(port)
+    if not used:
+        return None
+    if not holders:
+        return f"port {port} is in use (by a process this user cannot see)"
+    shown = "; ".join(f"pid {pid}: {cmd or '?'}" for pid, cmd in holders[:3])
+    return f"port {port} is in use by {shown}"
+
+
+def local_port(url: str) -> int | None:
+    """The port of a readiness URL whose host is this machine (a loopback or own address, or this
+    machine's name); None for a URL that points elsewhere."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    if host == "localhost" or host.endswith(".localhost") or host == socket.gethostname().lower():
+        return port
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None  # another machine's name: not resolved here (a lookup may hang)
+    if address.is_loopback or address.is_unspecified:
+        return port
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, 0))  # only an address of this machine can be bound
+        except OSError:
+            return None
+    return port
