@@ -20,6 +20,7 @@ from .package.lessons import package_lessons
 from .pages.checks import position_warning
 from .pages.choose import ChosenPage, lesson_page_runs
 from .pages.context import Problem
+from .pages.faq import load_page_data
 from .pages.lessons import placement_problems, scan
 from .pages.outline import OUTLINE, load_outline
 from .pages.plugin import LENIENT, STATE, report
@@ -191,9 +192,8 @@ def check_warnings(root: Path) -> list[str]:
     for entry in scan(root / "docs"):
         if not entry.meta.lesson:
             continue
-        context = render_page(root, entry).context
-        try:
-            found = position_warning(context.data.checks)
+        try:  # the data file alone: check_site has rendered (and reported) the page already
+            found = position_warning(load_page_data(root / "docs", entry.src, entry.raw).checks)
         except CourseError:
             continue  # a broken data file is reported as a page problem already
         if found:

@@ -15,6 +15,7 @@ host without network).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -164,10 +165,12 @@ def record_step(built: Built, build: Build, writer: RunWriter, redact: Redactor)
     return rec
 
 
-def step_env(built: list[Built]) -> dict[str, str]:
+def step_env(built: list[Built], base: dict[str, str]) -> dict[str, str]:
     """What the steps get: each build's programs first on PATH, and NAME_DIR (LLAMA_CPP_DIR)."""
+    if not built:
+        return {}
     bins = [str(b.prefix / "bin") for b in built]
-    env = {
-        b.name.replace(".", "_").replace("-", "_").upper() + "_DIR": str(b.prefix) for b in built
-    }
-    return {"COURSE_BUILD_PATH": ":".join(bins), **env} if built else {}
+    env = {"PATH": os.pathsep.join([*bins, base.get("PATH", os.defpath)])}
+    for b in built:
+        env[b.name.replace(".", "_").replace("-", "_").upper() + "_DIR"] = str(b.prefix)
+    return env

@@ -304,11 +304,7 @@ def _build(
         ctx.writer.record.steps.append(record_step(made, build, ctx.writer, ctx.redact))
         ctx.writer.save()
         built.append(made)
-    extra = step_env(built)
-    if extra:
-        paths = extra.pop("COURSE_BUILD_PATH")
-        ctx.base_env["PATH"] = paths + os.pathsep + ctx.base_env.get("PATH", os.defpath)
-        ctx.base_env.update(extra)
+    ctx.base_env.update(step_env(built, ctx.base_env))
 
 
 def _execute(ctx: Context, plan: Plan) -> None:
