@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
 from ..errors import PageError
+from ..pages.deferred import inline
 from .document import Cover, Page, PrintDocument, PrintMeta, template
 from .lean import SITE, Lean, attr, is_remote, resolve_image, serialise
 
@@ -70,9 +71,11 @@ def read_page(site_dir: Path, page_url: str) -> Page:
         raise PageError(
             f'{shown}: no <article class="md-content__inner"> (not a page Material built?)'
         )
-    # Listings lose their colour tags: one inline box per token makes layout many times slower.
+    # The folded code blocks the screen fetches when unfolded are printed in full; listings lose
+    # their colour tags: one inline box per token makes layout many times slower.
     article = _CODE.sub(
-        lambda m: m.group(1) + _CODE_TAG.sub("", m.group(2)) + m.group(3), match.group(1)
+        lambda m: m.group(1) + _CODE_TAG.sub("", m.group(2)) + m.group(3),
+        inline(match.group(1), path.parent, shown),
     )
     page = Page(path, site_dir, shown, article)
     for tag in _IMG.findall(article):

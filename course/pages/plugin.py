@@ -17,6 +17,7 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 
 from .context import PageContext, Problem
+from .deferred import defer_folded_code, write_blocks
 from .facts import prose_words
 from .lessons import navigation, page_meta
 from .macros import MACROS
@@ -128,6 +129,16 @@ def on_config(config: Any) -> Any:
 def on_pre_build(config: Any) -> None:
     """Start a build with no pages and no problems."""
     STATE.pages.clear()
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """A page's folded code blocks go to files of their own, fetched when unfolded
+    (`deferred.py`); before the search plugin reads the page, so they stay out of its index."""
+    deferred = defer_folded_code(html)
+    if deferred.blocks:
+        folder = Path(config["site_dir"]) / Path(page.file.dest_path).parent
+        write_blocks(deferred, folder)
+    return deferred.html
 
 
 def on_env(env: Any, config: Any, files: Any) -> Any:

@@ -2,8 +2,10 @@
    the landing page's progress per lesson with "continue where you left off".
    Answers are kept in localStorage under the site's base path, the page and the check id; only
    the first answer of each check counts. A lesson page also notes itself as the last one read.
+   Folded code blocks are fetched when unfolded.
    Without this script the checks stay readable: the question, the options and, in a collapsed
-   block, the answer; the landing page lists the lessons without the reader's progress. */
+   block, the answer; the landing page lists the lessons without the reader's progress; a folded
+   code block is a link that opens the code. */
 (function () {
   "use strict";
   var PREFIX = "course.checks";
@@ -182,7 +184,54 @@
     cont.hidden = false;
   }
 
+  /* A folded code block comes from its own file when it is unfolded (course/pages/deferred.py):
+     the link in its place is replaced by the block, with Material's copy button. */
+  var fetched = 0;
+  function unfold(holder) {
+    if (holder.getAttribute("data-state") || holder.closest("details:not([open])")) return;
+    var link = holder.querySelector("a");
+    if (!link) return;
+    holder.setAttribute("data-state", "loading");
+    holder.setAttribute("aria-busy", "true");
+    fetch(link.href).then(function (response) {
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      return response.text();
+    }).then(function (text) {
+      var box = document.createElement("div");
+      box.innerHTML = text;
+      var block = box.firstElementChild;
+      var pre = block ? block.querySelector("pre") : null;
+      var code = pre ? pre.querySelector("code") : null;
+      if (!code) throw new Error("no code in " + link.href);
+      fetched += 1;
+      pre.id = "__course_code_" + fetched;
+      code.setAttribute("tabindex", "0");
+      var known = document.querySelector(".md-code__button[data-md-type=copy]");
+      var nav = document.createElement("nav");
+      nav.className = "md-code__nav";
+      var button = document.createElement("button");
+      button.className = "md-code__button";
+      button.title = known ? known.title : "Copy to clipboard";
+      button.setAttribute("data-clipboard-target", "#" + pre.id + " > code");
+      button.setAttribute("data-md-type", "copy");
+      nav.appendChild(button);
+      pre.insertBefore(nav, code);
+      holder.replaceWith(block);
+    }).catch(function () {
+      holder.removeAttribute("data-state");
+      holder.removeAttribute("aria-busy");
+      link.textContent += " (it could not be shown here: this link opens it)";
+    });
+  }
+  document.addEventListener("toggle", function (event) {
+    var details = event.target;
+    if (details && details.open && details.querySelectorAll) {
+      details.querySelectorAll(".course-deferred").forEach(unfold);
+    }
+  }, true);
+
   function init() {
+    document.querySelectorAll(".course-deferred").forEach(unfold);
     nameMaterialWidgets();
     noteLastLesson();
     showCourseProgress();

@@ -95,6 +95,16 @@ def test_title_measured_numbers_checks_and_answers(roots: tuple[Path, Path], tex
     assert "A. Not right. The cache is read at every step" in body[answers:]
 
 
+def test_a_folded_listing_the_screen_fetches_is_printed_in_full(
+    roots: tuple[Path, Path], text: str
+) -> None:
+    assert "layer_8" not in article(roots[0])  # on screen it comes when unfolded
+    body = flat(text)
+    for i in range(1, 9):
+        assert f"def layer_{i}(tokens: int, heads: int = 8, head_dim: int = 64) -> int:" in body
+    assert "return sum(f(tokens) for f in (layer_1," in body
+
+
 def test_screen_only_parts_are_left_out(text: str) -> None:
     body = flat(text)
     for gone in (

@@ -174,6 +174,56 @@ def test_the_copy_button_copies_the_listing(browser: object, base: str) -> None:
     assert copied.strip() == source.read_text(encoding="utf-8").strip()
 
 
+def folded_source() -> str:
+    """at_length.py as the fixture page writes it, in its folded block."""
+    text = (SITE_FIXTURE / "docs/part-1/tiny.md").read_text(encoding="utf-8")
+    start = text.index('```python title="at_length.py"\n') + len('```python title="at_length.py"\n')
+    lines = text[start : text.index("    ```\n", start)].splitlines()
+    return "\n".join(line[4:] for line in lines).strip()
+
+
+def test_a_folded_listing_comes_when_unfolded_and_copies_after_instant_navigation(
+    browser: object, base: str
+) -> None:
+    context = browser.new_context(base_url=base)  # type: ignore[attr-defined]
+    context.set_default_timeout(5000)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base.rstrip("/"))
+    fetched: list[str] = []
+    context.on("request", lambda r: fetched.append(r.url) if "/code/" in r.url else None)
+    tab = context.new_page()
+    tab.goto(base)
+    tab.evaluate("window.__marker = 1")
+    tab.locator(".course-lesson__title a", has_text="1.1 A tiny cache").click()
+    tab.wait_for_url(f"**/{LESSON}")
+    assert tab.evaluate("window.__marker") == 1  # instant navigation: no full load
+    folded = tab.locator("details", has=tab.locator("summary", has_text="at_length.py, folded"))
+    assert fetched == [] and folded.locator(".course-deferred").count() == 1
+    folded.locator("summary").click()
+    listing = folded.locator(".highlight", has=tab.locator(".filename", has_text="at_length.py"))
+    listing.locator("code").wait_for()
+    assert fetched == [f"{base}{LESSON}code/at_length.py.html"]
+    assert folded.locator(".course-deferred").count() == 0
+    listing.hover()
+    listing.locator("button[data-md-type=copy]").click()
+    copied = tab.evaluate("navigator.clipboard.readText()")
+    context.close()
+    assert copied.strip() == folded_source()
+
+
+def test_without_javascript_a_folded_listing_is_a_link_to_the_code(
+    browser: object, base: str
+) -> None:
+    context = browser.new_context(base_url=base, java_script_enabled=False)  # type: ignore[attr-defined]
+    tab = context.new_page()
+    tab.goto(LESSON)
+    tab.locator("summary", has_text="at_length.py, folded").click()
+    tab.get_by_role("link", name="Open at_length.py").click()
+    tab.wait_for_url(f"**/{LESSON}code/at_length.py.html")
+    text = tab.locator("pre").inner_text()
+    context.close()
+    assert text.strip() == folded_source()
+
+
 def test_without_javascript_the_question_and_a_collapsed_answer_remain(
     browser: object, base: str
 ) -> None:

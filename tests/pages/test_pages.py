@@ -133,6 +133,19 @@ def test_listing_has_line_count_highlighting_and_copy(built: BuildResult) -> Non
     assert "content.code.copy" in config["features"]
 
 
+def test_a_folded_listing_is_a_link_to_its_own_file_and_out_of_the_search_index(
+    built: BuildResult,
+) -> None:
+    text = section(article(built, "part-1/tiny"), "listing")
+    assert "layer_8" not in text  # the code is not in the page
+    assert '<a href="code/at_length.py.html">Open at_length.py</a>' in text
+    block = (built.site_dir / "part-1/tiny/code/at_length.py.html").read_text(encoding="utf-8")
+    assert block.startswith('<div class="highlight"><span class="filename">at_length.py</span>')
+    assert '<span class="nf">layer_8</span>' in block  # highlighted by Pygments
+    index = (built.site_dir / "search/search_index.json").read_text(encoding="utf-8")
+    assert "layer_8" not in index and "per_token" in index  # the open listing stays searchable
+
+
 def test_figure_is_drawn_as_svg_and_png_with_alt_text(built: BuildResult) -> None:
     text = section(article(built, "part-1/tiny"), "figure")
     assert 'src="../../assets/figures/tiny-cache/tiny_cache.svg"' in text

@@ -147,7 +147,9 @@ def test_no_internal_link_is_broken_and_external_ones_are_listed(
     published: Published, out: Path
 ) -> None:
     assert published.links.broken == []
-    assert published.links.pages == len(pages(out)) + 1  # and 404.html
+    folded = sorted(out.rglob("code/*.html"))  # folded code blocks, fetched when unfolded
+    assert [p.relative_to(out).as_posix() for p in folded] == ["part-1/tiny/code/at_length.py.html"]
+    assert published.links.pages == len(pages(out)) + 1 + len(folded)  # and 404.html
     assert published.links.internal > 300
     assert "https://squidfunk.github.io/mkdocs-material/" in published.links.external
     again = check_links(out, URL)  # the deployed copy reads the same
