@@ -80,6 +80,21 @@ def gpu_seconds(
     return statistics.median(samples)
 
 
+def warm_up(fn: Callable[[], Any], device: torch.device, calls: int, seconds: float) -> int:
+    """Call fn at least `calls` times and until at least `seconds` have passed; the calls made.
+
+    A time as well as a count: a fast call is repeated until the GPU has been busy for a while,
+    as it is anyway before a slow call is timed.
+    """
+    sync(device)
+    start, done = time.perf_counter(), 0
+    while done < calls or (time.perf_counter() - start < seconds and done < 1000):
+        fn()
+        sync(device)
+        done += 1
+    return done
+
+
 def wall_seconds(
     fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 1
 ) -> float:
