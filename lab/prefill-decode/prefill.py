@@ -29,6 +29,9 @@ import torch
 from engine import Decoder, Prefill, build
 
 TARGET_TOKENS, TARGET = 8_192, 0.60  # at 8,192 tokens, at least this fraction of the measured peak
+# Before its timed runs each length is run at least this many times, and for at least this long
+# on a GPU, on top of one run of every length before any is timed.
+WARMUP_CALLS, WARMUP_SECONDS = 1, 0.25
 
 
 def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -122,20 +125,35 @@ def main() -> None:
     )
     print(f"  through {attention}; {fused}")
 
+    prompts = {n: torch.randint(0, cfg["vocab_size"], (n,)) for n in lengths}
+
+    def first_token(ids: torch.Tensor) -> int:
+        return int(prefill(ids.to(device)).argmax())
+
+    # Every length runs once before any is timed. The first calls compile the fused pieces (again
+    # for a new kind of shape: 128 tokens, the size of a head, gets a compiled graph of its own)
+    # and set up kernels, library plans and memory: done here, not in the runs of whichever
+    # length is timed first (the shortest, which came out slower than 512 tokens).
+    first_calls = {}
+    for n, ids in prompts.items():
+        start = time.perf_counter()
+        first_token(ids)
+        first_calls[n] = time.perf_counter() - start
+
     print(
         f"\n  {'tokens':>7} {'chunks':>6} {'TTFT':>10} {'tok/s':>9} {'TFLOP/s':>8} {'of peak':>8}"
         f" {'predicted':>10} {'memory':>10}"
     )
     rows: dict[str, Any] = {}
     for n in lengths:
-        ids = torch.randint(0, cfg["vocab_size"], (n,))
 
-        def first_token(ids: torch.Tensor = ids) -> int:
-            return int(prefill(ids.to(device)).argmax())
+        def run(ids: torch.Tensor = prompts[n]) -> int:
+            return first_token(ids)
 
         memory.part()  # the peak of this prompt alone, from here
+        warmups = measure.warm_up(run, device, WARMUP_CALLS, WARMUP_SECONDS if cuda else 0.0)
         repeats = 3 if n > 8_192 or not cuda else 5
-        ttft = measure.wall_seconds(first_token, device, repeats)
+        ttft = measure.wall_seconds(run, device, repeats, warmup=0)
         used = memory.part()
         flops = pd.prefill_flops(cfg, n)
         fraction = flops / ttft / peak
@@ -152,6 +170,9 @@ def main() -> None:
             "percent_of_peak": 100 * fraction,
             "predicted_ttft": predicted,
             "peak_gpu_memory": used,
+            "first_call_seconds": first_calls[n],
+            "warmup_calls": 1 + warmups,  # the run before any was timed, and those just before
+            "repeats": repeats,
         }
         shown = pd.human(used) if cuda else "-"
         print(
@@ -163,15 +184,11 @@ def main() -> None:
             f"{n:,} tokens ran at {fraction:.0%} of the peak: faster than the GPU's arithmetic",
         )
     print("  (TTFT: from the prompt's token ids to the first token on the host, median of runs;")
+    print("  every length ran once before any was timed, and again just before its own runs;")
     print("  predicted: from step 2's peak and bandwidth; memory: the most PyTorch allocated)")
 
+    # kept in the results, not printed: the bar this lab's pass was tuned to clear
     got = rows[str(target_tokens)]["fraction_of_peak"] if str(target_tokens) in rows else None
-    if got is not None:
-        verdict = "reached" if got >= TARGET else "NOT reached"
-        print(
-            f"\ntarget: {target_tokens:,} tokens at {TARGET:.0%} of the measured peak or more:"
-            f" {got:.1%}, {verdict}"
-        )
 
     longest = max(lengths)
     mlp_whole = longest * 4 * cfg["intermediate_size"] * pd.BF16
@@ -213,6 +230,11 @@ def main() -> None:
             "engine_logits_rel_diff": engine,
         },
         "lengths": rows,
+        "warmup": {
+            "every_length_first": True,
+            "calls": WARMUP_CALLS,
+            "seconds": WARMUP_SECONDS if cuda else 0.0,
+        },
         "target": {
             "tokens": target_tokens,
             "fraction": TARGET,

@@ -398,6 +398,55 @@ def outside_bytes(device: Any) -> int:
     return int(total - free - torch.cuda.memory_reserved(device))
 
 
+# What a freed part may leave allocated: a few small tensors, rounded up by the allocator. One
+# leftover cuBLAS workspace alone (32 MiB on an H100 or H200) is far above it.
+LEFT_TOLERANCE = 2**21
+
+
+def release_memory(device: Any) -> None:
+    """Free what nothing references any more, cuBLAS's workspaces included, and give it back.
+
+    cuBLAS keeps a workspace for every stream it has run on (32 MiB on a Hopper GPU, plus a
+    smaller one for cuBLASLt), taken from PyTorch's allocator and kept until cleared, so it
+    counts as allocated memory. Call this only once no CUDA graph that used them is left.
+    """
+    import gc
+
+    import torch
+
+    gc.collect()  # a decoder refers to itself through its compiled methods: a reference cycle
+    if device.type == "cuda":
+        clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:
+            clear()
+        torch.cuda.empty_cache()
+
+
+def check_freed(device: Any, before: int, what: str, gone: list[Callable[[], Any]]) -> int:
+    """Free a finished part and stop unless it is all gone; the bytes it left allocated.
+
+    `gone` holds weak references to the part's objects: none may still be referenced (this
+    holds on the CPU too). On a GPU the allocated bytes must come back to `before`, what was
+    allocated when the part began, within LEFT_TOLERANCE; otherwise the next part's peak would
+    count the leftover as its own.
+    """
+    release_memory(device)
+    kept = sum(ref() is not None for ref in gone)
+    check(
+        kept == 0,
+        f"{what}: {kept} of its objects (decoder, weights) are still referenced after it was"
+        " freed: a list, a dict, a closure or a compiled function keeps them",
+    )
+    left = allocated(device) - before
+    check(
+        abs(left) <= LEFT_TOLERANCE,
+        f"{what}: once freed, {left:+,} B allocated against before it began (at most"
+        f" {LEFT_TOLERANCE:,} B either way): something keeps GPU memory from one part to the next"
+        " (CUDA graphs, cuBLAS workspaces of extra streams, cached tensors)",
+    )
+    return left
+
+
 def free_bytes(device: Any) -> int | None:
     """GPU memory free now, counting what PyTorch holds but does not use; None on the CPU."""
     import torch

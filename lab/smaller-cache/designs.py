@@ -13,14 +13,14 @@ grouped-query (GQA, 8 key-value heads), multi-query (MQA, 1), latent attention (
   - its peak GPU memory, and whether weights + a 32K cache fit a 24 GB card.
 
     python3 designs.py                       # all five; about 2 minutes on one H200
-    python3 designs.py --designs gqa mla     # some of them
+    python3 designs.py --designs mla gqa     # some of them, built in this order
     python3 designs.py --device cpu --tiny   # a shrunken model, seconds, for a quick look
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import weakref
 from typing import Any
 
 import torch
@@ -35,6 +35,7 @@ from cachelab import (
     add_device_args,
     allocated,
     check,
+    check_freed,
     copy_bandwidth,
     describe,
     designs,
@@ -127,8 +128,11 @@ def run_design(
         row.update(skipped=True, fits_24gb=fits, fits_24gb_flag="yes" if fits else "no")
         return row
 
+    # each design draws its own random numbers: its check and its cache do not depend on which
+    # designs were built before it
+    torch.manual_seed(DESIGN_NAMES.index(d.name))
     peak.reset()
-    before = allocated(device)
+    before = allocated(device)  # the same for every design, as check_freed makes sure below
     weights = build_weights(d, device, seed=1)
     tensors = weight_nbytes(weights)
     resident = allocated(device) - before if cuda else tensors
@@ -205,7 +209,7 @@ def run_design(
         }
         del run
     part = peak.part()
-    work = part["allocated"] - resident - reserved if cuda else 0
+    work = part["allocated"] - before - resident - reserved if cuda else 0
     fits = (part["reserved"] + outside if cuda else resident + reserved) <= CARD_24GB
     where = "measured peak" if cuda else "weights + cache (no GPU to measure)"
     print(
@@ -236,17 +240,22 @@ def run_design(
         f"  from depth 0 to {depths(context)[-1]:,}: {row['slowdown']:.2f}x slower measured,"
         f" {row['slowdown_predicted']:.2f}x by the bytes; {clock.seconds():.0f} s for this design"
     )
+    gone = [weakref.ref(dec), weakref.ref(weights["embed"])]
     del dec, weights
-    if cuda:
-        gc.collect()
-        torch.cuda.empty_cache()
+    row["left_bytes"] = check_freed(device, before, f"design {d.name}", gone)
     return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_device_args(parser)
-    parser.add_argument("--designs", nargs="*", default=DESIGN_NAMES, choices=DESIGN_NAMES)
+    parser.add_argument(
+        "--designs",
+        nargs="+",
+        default=DESIGN_NAMES,
+        choices=DESIGN_NAMES,
+        help="which designs, built in this order (default: all five)",
+    )
     parser.add_argument(
         "--bandwidth", type=float, help="use this copy bandwidth (B/s) instead of measuring"
     )
@@ -277,11 +286,12 @@ def main() -> None:
         "depths": depths(context),
         "outside_bytes": outside,
         "card_24gb_bytes": CARD_24GB,
+        "order": list(dict.fromkeys(args.designs)),
         "designs": {},
     }
-    for d in designs(args.tiny):
-        if d.name in args.designs:
-            results["designs"][d.name] = run_design(d, args, device, bw, peak, outside)
+    built = {d.name: d for d in designs(args.tiny)}
+    for name in results["order"]:
+        results["designs"][name] = run_design(built[name], args, device, bw, peak, outside)
 
     done = {k: v for k, v in results["designs"].items() if not v["skipped"]}
     last = str(depths(context)[-1])

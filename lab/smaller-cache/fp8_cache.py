@@ -18,8 +18,8 @@ does it cost?
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
+import weakref
 from typing import Any
 
 import torch
@@ -28,13 +28,16 @@ from cachelab import (
     PeakMemory,
     Stopwatch,
     add_device_args,
+    allocated,
     check,
+    check_freed,
     copy_bandwidth,
     describe,
     designs,
     fp8_layout,
     human,
     pick_device,
+    release_memory,
     time_calls,
     write_results,
 )
@@ -42,13 +45,6 @@ from small_decoder import Decoder, build_weights, relative_error
 
 PROMPT, STEPS = 8_192, 32
 TINY_CONTEXT, TINY_PROMPT, TINY_STEPS = 256, 32, 6
-
-
-def release(device: torch.device) -> None:
-    """Give freed GPU memory back, so the next part's peak is its own."""
-    if device.type == "cuda":
-        gc.collect()
-        torch.cuda.empty_cache()
 
 
 def compare(
@@ -122,7 +118,7 @@ def main() -> None:
 
     peak.reset()
     errors = compare(d, weights, device, prompt, steps, fuse)
-    release(device)
+    release_memory(device)  # so the next part's peak is its own
     print(f"\nafter a {prompt:,}-token prompt, {steps} decode steps fed the same tokens:")
     print(
         f"  logits, fp8 cache against bf16 cache: relative error {errors['rel_error_mean']:.4f} on average,"
@@ -141,6 +137,7 @@ def main() -> None:
     timed: dict[str, Any] = {}
     for fmt, lay in (("bf16", lay16), ("fp8", lay8)):
         peak.reset()
+        before = allocated(device)
         dec = Decoder(d, weights, context, fuse, fmt)
         formula = lay.cache_bytes(context)
         print(
@@ -193,8 +190,9 @@ def main() -> None:
             del run
         row["peak_gpu_memory"] = peak.part()["allocated"]
         timed[fmt] = row
+        gone = [weakref.ref(dec)]
         del dec
-        release(device)
+        row["left_bytes"] = check_freed(device, before, f"the {fmt} cache part", gone)
 
     print(f"\n{'depth':>8} {'bf16 tok/s':>11} {'fp8 tok/s':>10} {'fp8 / bf16':>10}")
     for depth in timed["bf16"]["depths"]:

@@ -118,6 +118,20 @@ def weight_nbytes(weights: dict[str, Any]) -> int:
 
 # --- the decoder ---------------------------------------------------------------------------
 
+_SIDE_STREAMS: dict[Any, Any] = {}
+
+
+def side_stream(device: torch.device) -> torch.cuda.Stream:
+    """The one stream, per GPU, on which every decoder warms up and records its CUDA graphs.
+
+    cuBLAS gives every stream it runs on a workspace of its own (32 MiB on an H100 or H200), taken
+    from PyTorch's allocator and kept until cleared. A new stream for each graph left one more
+    workspace allocated per graph, and each design's peak counted those of the designs before it.
+    """
+    if device not in _SIDE_STREAMS:
+        _SIDE_STREAMS[device] = torch.cuda.Stream(device)
+    return _SIDE_STREAMS[device]
+
 
 class Decoder:
     """Decode steps of one sequence over a cache of `slots` positions; see the module docstring.
@@ -286,14 +300,16 @@ class Decoder:
         """A function that runs one decode step at `pos`: a CUDA graph replay, or eager on the CPU."""
         if self.device.type != "cuda":
             return lambda: self.step(pos)
-        stream = torch.cuda.Stream()
+        stream = side_stream(self.device)
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(2):  # warm up (the first call compiles) before recording
                 self.step(pos)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # recorded on the stream that warmed up: its cuBLAS workspace exists already, outside the
+        # graph's private memory, and no third stream gets one
+        with torch.cuda.graph(graph, stream=stream):
             self.step(pos)
         return graph.replay
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -207,6 +208,45 @@ def test_designs_decode_the_plain_model_and_time_every_depth(lab: Path) -> None:
         assert r["fits_24gb_flag"] == "yes" and r["peak_gpu_memory"] == 0  # tiny, on the CPU
     out = (lab / "results" / "designs.py.out").read_text()
     assert "eager on the CPU" in out and "step time:" in out
+
+
+def test_designs_do_not_depend_on_the_build_order(lab: Path, tmp_path: Path) -> None:
+    """Three designs built in another order measure what they measured in the default order:
+    each draws its own random numbers and is freed completely before the next is built."""
+    other = copy_lab(tmp_path)
+    order = ["sliding", "mla", "gqa"]
+    out = run(other, "designs.py", "--device", "cpu", "--tiny", "--designs", *order)
+    assert out.returncode == 0, out.stderr
+    first, again = results(lab, "designs"), results(other, "designs")
+    assert first["order"] == ["mha", "gqa", "mqa", "mla", "sliding"] and again["order"] == order
+    assert sorted(again["designs"]) == sorted(order)
+    assert re.findall(r"^(mha|gqa|mqa|mla|sliding): ", out.stdout, re.MULTILINE) == order
+    for name in order:
+        a, b = first["designs"][name], again["designs"][name]
+        assert a["check"] == b["check"], name  # the same tokens, the same logits, to the bit
+        for key in ("cache_bytes_reserved", "weight_bytes_allocated", "work_bytes", "left_bytes"):
+            assert a[key] == b[key], (name, key)
+    for run_ in (first, again):  # no GPU to count bytes on: what a CPU can tell is 0
+        assert all(r["left_bytes"] == 0 and r["work_bytes"] == 0 for r in run_["designs"].values())
+
+
+def test_designs_stop_when_a_design_outlives_its_turn(lab: Path) -> None:
+    """A reference kept to a design's weights (here a list the builder appends to) is a leak:
+    the script stops after that design instead of measuring the next one beside it."""
+    code = (
+        "import runpy, sys, small_decoder\n"
+        "kept, build = [], small_decoder.build_weights\n"
+        "small_decoder.build_weights = lambda *a, **k: kept.append(build(*a, **k)) or kept[-1]\n"
+        "sys.argv = ['designs.py', '--device', 'cpu', '--tiny', '--designs', 'mqa', 'gqa']\n"
+        "runpy.run_path('designs.py', run_name='__main__')\n"
+    )
+    out = run(lab, "-c", code)
+    assert out.returncode == 2
+    assert (
+        "SANITY CHECK FAILED: design mqa: 1 of its objects (decoder, weights) are still"
+        " referenced after it was freed" in out.stderr
+    )
+    assert "\ngqa: " not in out.stdout
 
 
 def test_the_check_tells_a_window_from_no_window(lab: Path) -> None:
