@@ -270,8 +270,8 @@ def show(medians: list[Run], runs: list[Run], served: dict[str, Served]) -> None
 
 
 def plain_by_suffix(facts: Served) -> str:
-    """'.map 1, .png 1, .txt 1': the files sent uncompressed, by kind; the text files that
-    `course publish` compresses named apart."""
+    """'.map 1, .png 1, .txt 1': the files sent uncompressed, by kind, and how many of them are
+    text files that `course publish` gives copies (none, when a way compresses all it should)."""
     kinds = Counter(Path(uri).suffix or uri for uri in facts.sent_plain)
     line = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
     text = len(facts.text_sent_plain)
