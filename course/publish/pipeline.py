@@ -11,7 +11,9 @@
    its sitemap with each lesson's run date, robots.txt and feed (`course.pages.publishing`).
 3. The checks: every internal link and anchor leads somewhere (`links.py`); external links are
    listed, not fetched; the sitemap and the feed are well-formed.
-4. The deploy (`deploy.py`), only when every check passed.
+4. The precompressed copies (`compress.py`): NAME.gz and NAME.br beside each text file, for hosts
+   that send them instead of compressing (nginx `gzip_static`, many static hosts).
+5. The deploy (`deploy.py`), only when every check passed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from urllib.parse import urlsplit
 
 from ..errors import PublishError
 from ..site import CONFIG, BuildResult, build_site
+from .compress import Compressed, compress_site, summary_line
 from .deploy import deploy_to_branch, deploy_to_folder
 from .links import LinkReport, check_links
 
@@ -37,6 +40,7 @@ class Published:
     site_url: str
     build: BuildResult
     links: LinkReport
+    compressed: Compressed
     where: str
     """The folder, or 'branch <name> of <remote> at <commit>'."""
 
@@ -113,6 +117,7 @@ def publish(
             f"published:\n{shown}"
         )
     check_feeds(built.site_dir)
+    compressed = compress_site(built.site_dir, jobs)
     if to is not None:
         where = str(deploy_to_folder(built.site_dir, to, root))
     else:
@@ -120,16 +125,17 @@ def publish(
         text = message or f"Publish the course at {url}"
         commit = deploy_to_branch(root, built.site_dir, branch, remote, text)
         where = f"branch {branch} of {remote} at {commit[:12]}"
-    return Published(url, built, report, where)
+    return Published(url, built, report, compressed, where)
 
 
 def summary(done: Published) -> list[str]:
     """What `course publish` says about a publication: the build, the links checked, the
-    external links (listed, not fetched)."""
+    precompressed copies, the external links (listed, not fetched)."""
     links = done.links
     lines = [
         f"built for {done.site_url} in {done.build.seconds:.1f} s; {links.pages} pages, "
-        f"{links.internal:,} internal links and anchors checked, none broken"
+        f"{links.internal:,} internal links and anchors checked, none broken",
+        summary_line(done.compressed),
     ]
     if links.external:
         lines.append(f"{len(links.external)} external links, listed, not fetched:")
