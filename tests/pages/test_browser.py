@@ -67,6 +67,16 @@ def page(browser: object, base: str) -> Iterator[object]:
     assert outside == [], f"requests left the site: {outside}"
 
 
+@pytest.fixture()
+def no_js(browser: object, base: str) -> Iterator[object]:
+    """A tab with JavaScript turned off, on the lesson page."""
+    context = browser.new_context(base_url=base, java_script_enabled=False)  # type: ignore[attr-defined]
+    tab = context.new_page()
+    tab.goto(LESSON)
+    yield tab
+    context.close()
+
+
 def progress(tab: object) -> str:
     return tab.locator(".course-progress__count").inner_text()  # type: ignore[attr-defined]
 
@@ -197,6 +207,7 @@ def test_a_folded_listing_comes_when_unfolded_and_copies_after_instant_navigatio
     tab.wait_for_url(f"**/{LESSON}")
     assert tab.evaluate("window.__marker") == 1  # instant navigation: no full load
     folded = tab.locator("details", has=tab.locator("summary", has_text="at_length.py, folded"))
+    folded.locator(".course-deferred").wait_for(state="attached")  # the new page swapped in
     assert fetched == [] and folded.locator(".course-deferred").count() == 1
     folded.locator("summary").click()
     listing = folded.locator(".highlight", has=tab.locator(".filename", has_text="at_length.py"))
@@ -210,33 +221,22 @@ def test_a_folded_listing_comes_when_unfolded_and_copies_after_instant_navigatio
     assert copied.strip() == folded_source()
 
 
-def test_without_javascript_a_folded_listing_is_a_link_to_the_code(
-    browser: object, base: str
-) -> None:
-    context = browser.new_context(base_url=base, java_script_enabled=False)  # type: ignore[attr-defined]
-    tab = context.new_page()
-    tab.goto(LESSON)
+def test_without_javascript_a_folded_listing_is_a_link_to_the_code(no_js: object) -> None:
+    tab = no_js
     tab.locator("summary", has_text="at_length.py, folded").click()
     tab.get_by_role("link", name="Open at_length.py").click()
     tab.wait_for_url(f"**/{LESSON}code/at_length.py.html")
-    text = tab.locator("pre").inner_text()
-    context.close()
-    assert text.strip() == folded_source()
+    assert tab.locator("pre").inner_text().strip() == folded_source()
 
 
-def test_without_javascript_the_question_and_a_collapsed_answer_remain(
-    browser: object, base: str
-) -> None:
-    context = browser.new_context(base_url=base, java_script_enabled=False)  # type: ignore[attr-defined]
-    tab = context.new_page()
-    tab.goto(LESSON)
+def test_without_javascript_the_question_and_a_collapsed_answer_remain(no_js: object) -> None:
+    tab = no_js
     check = tab.locator("#check-slower")
     assert check.locator("legend").is_visible()
     answer_block = check.locator("details.course-check__answer")
     assert answer_block.is_visible() and answer_block.get_attribute("open") is None
     assert check.locator("summary").inner_text() == "Answer"
     assert check.locator("button[type=submit]").is_hidden()
-    context.close()
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -290,11 +290,9 @@ def test_the_landing_page_shows_the_progress_made_on_a_lesson(page: object, base
     assert resume.get_attribute("href") == f"/{LESSON}"
 
 
-def test_without_javascript_the_landing_page_lists_the_lessons(browser: object, base: str) -> None:
+def test_without_javascript_the_landing_page_lists_the_lessons(no_js: object) -> None:
     """The landing page's facts are the lesson header's, computed once, readable without JS."""
-    context = browser.new_context(base_url=base, java_script_enabled=False)  # type: ignore[attr-defined]
-    tab = context.new_page()
-    tab.goto(LESSON)
+    tab = no_js
     header = {
         row.locator("dt").inner_text(): row.locator("dd").inner_text()
         for row in tab.locator(".course-lesson-header .course-facts > div").all()
@@ -318,4 +316,3 @@ def test_without_javascript_the_landing_page_lists_the_lessons(browser: object, 
     }
     assert lesson.locator("[data-course-lesson-progress]").is_hidden()
     assert tab.locator("[data-course-continue]").is_hidden()
-    context.close()
