@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import html
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -186,13 +187,41 @@ def line_count(ctx: PageContext, file: str) -> str:
     return f'<span class="course-value" data-source="{source}">{count:,} {noun}</span>'
 
 
+_NUMBER = re.compile(r"\{([^{}:]+?)(?::(\d+)(?:\s+([^{}\s]+))?)?\}")
+
+
+def numbers_in_text(ctx: PageContext, text: str) -> str:
+    """Plain text with each `{expression}` replaced by its number, for alt text and captions:
+    `{limits.peak_tflop_s:0}` (no decimals), `{prefill.ttft_128:1 ms}` (in ms, one decimal),
+    `{decode.share:0 %}` (a ratio as a percentage); the number only, the words say the unit."""
+
+    def number(match: re.Match[str]) -> str:
+        expression, decimals, unit = match.group(1).strip(), match.group(2), match.group(3)
+        q = ctx.evaluate(expression)
+        if q.text is not None:
+            return q.text
+        amount = q.value
+        if unit == "%":
+            if q.unit not in ("none", "%"):
+                raise ExprError(f"{{{expression}}} is in {q.unit}; '%' needs a ratio (a / b)")
+            amount = amount * 100 if q.unit == "none" else amount
+        elif unit is not None:
+            amount = q.to(unit).value
+        places = decimals_for(amount) if decimals is None else int(decimals)
+        return format_number(amount, places)
+
+    return _NUMBER.sub(number, text)
+
+
 @macro
 def figure(ctx: PageContext, name: str, alt: str | None = None, caption: str = "") -> str:
-    """A chart from figures/<name>.py drawn with the run's values; alt text is required."""
+    """A chart from figures/<name>.py drawn with the run's values; alt text is required. Alt text
+    and caption may give recorded numbers as `{expression:decimals unit}` (`numbers_in_text`)."""
     if not alt or not alt.strip():
         raise WidgetError(
             f'figure \'{name}\' needs alt text: figure("{name}", alt="what it shows", caption=...)'
         )
+    alt, caption = numbers_in_text(ctx, alt), numbers_in_text(ctx, caption)
     script, shown = ctx.root / "figures" / f"{name}.py", f"figures/{name}.py"
     source = f"{ctx.run.run_id}/figures/{name}"
     if ctx.site_dir is None:  # checking only: the script must load and define draw()

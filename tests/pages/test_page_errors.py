@@ -20,6 +20,7 @@ BROKEN = """
 {% call claim("within(decode.tps_short, 100, 5)") %}Short decoding runs at about 100 tokens a second.{% endcall %}
 A missing value: {{ value("decode.tps_medium") }}. A missing step: {{ value("prefill.ms") }}.
 {{ figure("tiny_cache", caption="No alt text.") }}
+{{ figure("tiny_cache", alt="Rises to {decode.tps_longest:0} tokens a second.") }}
 {{ terminal("decode", lines="3-40") }}
 {{ listing("nope.py") }}
 """  # noqa: E501 - page lines as an author writes them
@@ -56,6 +57,11 @@ EXPECTED = [
     (
         "  - figure('tiny_cache', caption='No alt text.'): figure 'tiny_cache' needs alt text: "
         'figure("tiny_cache", alt="what it shows", caption=...)'
+    ),
+    (
+        "  - figure('tiny_cache', alt='Rises to {decode.tps_longest:0} tokens a second.'): run "
+        f"{RUN}: step 'decode' captured no value 'tps_longest' (its values: model, ms_long, "
+        "tps_long, tps_short)"
     ),
     "  - terminal('decode', lines='3-40'): lines='3-40': '3-40' is outside the output's 14 lines",
     "  - listing('nope.py'): no file 'nope.py' in lab/tiny-cache/ (its files: decode.py, lab.yml, "
@@ -114,7 +120,7 @@ def test_the_build_fails_once_listing_every_problem(broken: Path) -> None:
     with pytest.raises(PageError) as caught:
         build_site(broken, broken / "site")
     message = str(caught.value)
-    assert message.startswith("the site did not build:\n9 problems in 2 pages:")
+    assert message.startswith("the site did not build:\n10 problems in 2 pages:")
     assert sorted(_lines(message)) == sorted(EXPECTED)
 
 
@@ -128,7 +134,7 @@ def test_course_check_reports_the_same_problems_fast(broken: Path) -> None:
         env={**os.environ, "COLUMNS": "400"},
     )
     assert done.returncode == 1
-    assert done.stderr.startswith("error: 9 problems in 2 pages:")
+    assert done.stderr.startswith("error: 10 problems in 2 pages:")
     assert sorted(_lines(done.stderr)) == sorted(EXPECTED)
     assert time.perf_counter() - started < 10
 

@@ -149,7 +149,10 @@ def test_a_folded_listing_is_a_link_to_its_own_file_and_out_of_the_search_index(
 def test_figure_is_drawn_as_svg_and_png_with_alt_text(built: BuildResult) -> None:
     text = section(article(built, "part-1/tiny"), "figure")
     assert 'src="../../assets/figures/tiny-cache/tiny_cache.svg"' in text
-    assert 'alt="A straight line rising from 0 MiB' in text
+    assert (
+        'alt="A straight line rising from 0 MiB at 0 tokens to 448 MiB at 4,096 tokens (0.109 MiB '
+        'a token, 65 % of the short speed at the end)."'
+    ) in text  # recorded numbers in alt text, by `{expression:decimals unit}`
     assert "<figcaption>The cache grows" in text
     svg = built.site_dir / "assets/figures/tiny-cache/tiny_cache.svg"
     png = built.site_dir / "assets/figures/tiny-cache/tiny_cache.png"
