@@ -2,7 +2,9 @@
 
 A step's hash covers its definition, the lab files it reads, the engine versions and the GPU
 model. A step whose hash matches an earlier successful result is reused. Steps from a service's
-start to its stop are one unit: if any of them runs, all of them run.
+start to its stop are one unit: if any of them runs, all of them run. So are the steps that use
+one build (`uses:`): they hand each other files the engine made, which only a run of them all
+leaves in the scratch folder.
 """
 
 from __future__ import annotations
@@ -200,15 +202,29 @@ def make_plan(
             elif chosen is not None and sp.action == "run":
                 sp.action, sp.reason = "skip", f"not selected, and not reusable ({sp.reason})"
 
-    # a service's life is one unit: if one step in it runs, every step in it runs
-    for start, end in service_spans(steps):
-        members = plan.steps[start : end + 1]
-        if any(m.action == "run" for m in members):
-            service = steps[start].id
-            for m in members:
-                if m.action != "run":
-                    m.action, m.source = "run", None
-                    m.reason = f"service '{service}' runs again"
+    # Units that run whole, to a fixed point (a unit that runs can pull another in):
+    # a service's life, from its start to its stop; and the steps that use one build, since one
+    # reads what another made with the engine (a converted model), which the scratch folder holds
+    # only when they all run.
+    units = [
+        (f"service '{steps[a].id}' runs again", list(range(a, b + 1)))
+        for a, b in service_spans(steps)
+    ]
+    for name in sorted({n for s in steps for n in s.uses}):
+        users = [i for i, s in enumerate(steps) if name in s.uses]
+        units.append(
+            (f"another step that uses {name} runs, and may read what this one makes", users)
+        )
+    changed = True
+    while changed:
+        changed = False
+        for reason, members in units:
+            if any(plan.steps[i].action == "run" for i in members):
+                for i in members:
+                    m = plan.steps[i]
+                    if m.action == "reuse" or (m.action == "skip" and reason.startswith("service")):
+                        m.action, m.source, m.reason = "run", None, reason
+                        changed = True
     return plan
 
 

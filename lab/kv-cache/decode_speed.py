@@ -265,13 +265,9 @@ def main() -> None:
             torch._dynamo.reset()  # compiled code for this model's shapes: not needed again
         results[key]["left_after_free_bytes"] = release(device, name, *gone)  # one at a time
 
-    if "qwen3-8b" in results:
+    if "qwen3-8b" in results:  # the lab's own aim, kept in the JSON for its author, not printed
         got = results["qwen3-8b"]["depths"]["0"]["fraction"]
-        verdict = "reached" if got >= TARGET else "NOT reached"
-        print(
-            f"\ntarget: Qwen3-8B at depth 0 at {TARGET:.0%} of the bytes bound or more: {got:.1%},"
-            f" {verdict}"
-        )
+        results["target"] = {"fraction_of_bound": TARGET, "reached": got >= TARGET}
     results["peak_gpu_memory"] = memory.report(*max(peaks))
     print(f"wrote {write_results('decode', results)}")
 

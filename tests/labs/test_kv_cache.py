@@ -390,7 +390,8 @@ def test_prefix_reuse_stops_where_the_template_drops_the_thinking(runs: Runs) ->
 
 def test_decode_speed_on_the_cpu(runs: Runs) -> None:
     out = ran(runs.random["decode_speed"])
-    assert "eager on the CPU" in out.stdout and "target: Qwen3-8B" in out.stdout
+    assert "eager on the CPU" in out.stdout and "target:" not in out.stdout
+    assert set(results(runs.random_lab, "decode")["target"]) == {"fraction_of_bound", "reached"}
     assert "against transformers' layers run in float32 (one layer at a time)" in out.stdout
     data = results(runs.random_lab, "decode")
     assert 0 < data["copy_bandwidth"] < 6e12

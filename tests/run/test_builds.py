@@ -83,3 +83,47 @@ def test_a_build_is_made_once_recorded_and_a_new_release_reruns_its_users(
     statuses = {s.id: s.status for s in latest.record.steps}
     assert statuses == {"build-greet": "ok", "plain": "reused", "hello": "ok"}
     assert latest.record.step("hello").values["said"].value == "greet 2.0 says hello"
+
+
+CHAIN = """\
+lesson: chain
+title: Two steps that use one build, the second reading what the first made with it
+builds:
+  greet:
+    package: greet-src
+    version: "1.0"
+    command: mkdir -p "$PREFIX/bin" && tar -xJf "$SOURCE" -C "$PREFIX/bin"
+steps:
+  - id: plain
+    run: echo plain step
+    inputs: [lab.yml]
+  - id: convert
+    uses: [greet]
+    run: greet > made.txt
+    inputs: [lab.yml]
+  - id: serve
+    uses: [greet]
+    run: cat made.txt serve.txt
+    inputs: [lab.yml, serve.txt]
+    capture:
+      said: {regex: '^(greet \\S+ says hello)$', type: str}
+"""
+
+
+def test_when_one_user_of_a_build_runs_they_all_run(project: Path, course: CourseRun) -> None:
+    """A changed file of the second step re-runs the first too: the file it reads is made by the
+    first, in the scratch folder, only when that one runs."""
+    folder = project / "lab" / "chain"
+    folder.mkdir()
+    (folder / "lab.yml").write_text(CHAIN)
+    (folder / "serve.txt").write_text("first\n")
+    source(project, "1.0")
+    assert course("run", "chain").returncode == 0
+    (folder / "serve.txt").write_text("second\n")
+    again = course("run", "chain")
+    assert again.returncode == 0, again.stderr
+    latest = Store(project / "build").runs("chain")[-1]
+    statuses = {s.id: s.status for s in latest.record.steps}
+    assert statuses == {"build-greet": "ok", "plain": "reused", "convert": "ok", "serve": "ok"}
+    assert latest.record.step("serve").values["said"].value == "greet 1.0 says hello"
+    assert "second" in latest.transcript("serve")
