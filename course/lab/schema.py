@@ -136,7 +136,8 @@ class _StepBase(_Strict):
     (below)."""
     uses: list[str] = Field(default=[], examples=[["llama-cpp"]])
     """Builds (`builds:` at the top level) whose programs the step runs: a new release of one
-    re-runs the step."""
+    re-runs the step, and the steps that use one build run together (one reads the files another
+    made with the engine)."""
 
     @model_validator(mode="after")
     def _likes(self) -> _StepBase:
