@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from ..errors import CourseError, PageError
 from ..lab.files import lab_files
-from ..record.quantity import ExprError
+from ..record.quantity import ExprError, Quantity
 from .checks import Check, ShownCheck, ShownOption, check_html
 from .claims import check_claim, claim_html
 from .context import FigureData, PageContext
@@ -110,6 +110,20 @@ def _int_option(name: str, given: object) -> int:
         raise PageError(f"{name}={given!r}: expected a whole number, such as {name}=2") from None
 
 
+def _number(shown: str, q: Quantity, unit: str | None, percent: bool) -> tuple[float, str]:
+    """The number an author asked for and its unit: converted to `unit`, or a ratio as a
+    percentage (`shown` names the expression in errors)."""
+    if unit is not None:
+        if q.unit == "none":
+            raise ExprError(f"{shown} has no unit to convert to {unit}")
+        q = q.to(unit)
+    if percent:
+        if q.unit not in ("none", "%"):
+            raise ExprError(f"{shown} is in {q.unit}; percent needs a ratio (a / b)")
+        return (q.value * 100 if q.unit == "none" else q.value), "%"
+    return q.value, q.unit
+
+
 @macro
 def value(
     ctx: PageContext, expression: str, unit: str | None = None, decimals: int | None = None,
@@ -120,16 +134,9 @@ def value(
     if q.text is not None:
         shown = html.escape(q.text)
     else:
-        if unit is not None:
-            if q.unit == "none":
-                raise ExprError(f"{expression!r} has no unit to convert to {unit}")
-            q = q.to(unit)
-        number = q.value
-        suffix = "" if q.unit == "none" or not show_unit else f"\u00a0{q.unit}"
+        number, shown_unit = _number(repr(expression), q, unit, percent)
+        suffix = "" if shown_unit == "none" or not show_unit else f"\u00a0{shown_unit}"
         if percent:
-            if q.unit not in ("none", "%"):
-                raise ExprError(f"{expression!r} is in {q.unit}; percent needs a ratio (a / b)")
-            number = number * 100 if q.unit == "none" else number
             suffix = "\u00a0%"
         if times:
             suffix = "\u00a0×"
@@ -200,13 +207,8 @@ def numbers_in_text(ctx: PageContext, text: str) -> str:
         q = ctx.evaluate(expression)
         if q.text is not None:
             return q.text
-        amount = q.value
-        if unit == "%":
-            if q.unit not in ("none", "%"):
-                raise ExprError(f"{{{expression}}} is in {q.unit}; '%' needs a ratio (a / b)")
-            amount = amount * 100 if q.unit == "none" else amount
-        elif unit is not None:
-            amount = q.to(unit).value
+        percent = unit == "%"
+        amount, _ = _number(f"{{{expression}}}", q, None if percent else unit, percent)
         places = decimals_for(amount) if decimals is None else int(decimals)
         return format_number(amount, places)
 

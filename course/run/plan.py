@@ -202,27 +202,26 @@ def make_plan(
             elif chosen is not None and sp.action == "run":
                 sp.action, sp.reason = "skip", f"not selected, and not reusable ({sp.reason})"
 
-    # Units that run whole, to a fixed point (a unit that runs can pull another in):
-    # a service's life, from its start to its stop; and the steps that use one build, since one
-    # reads what another made with the engine (a converted model), which the scratch folder holds
-    # only when they all run.
-    units = [
-        (f"service '{steps[a].id}' runs again", list(range(a, b + 1)))
+    # Units that run whole, to a fixed point (a unit that runs can pull another in): a service's
+    # life, from its start to its stop (a step left out by --only/--from runs too: the service
+    # needs it); and the steps that use one build, since one reads what another made with the
+    # engine (a converted model), which the scratch folder holds only when they all run.
+    units: list[tuple[str, list[int], set[Action]]] = [
+        (f"service '{steps[a].id}' runs again", list(range(a, b + 1)), {"reuse", "skip"})
         for a, b in service_spans(steps)
     ]
     for name in sorted({n for s in steps for n in s.uses}):
         users = [i for i, s in enumerate(steps) if name in s.uses]
-        units.append(
-            (f"another step that uses {name} runs, and may read what this one makes", users)
-        )
+        reason = f"another step that uses {name} runs, and may read what this one makes"
+        units.append((reason, users, {"reuse"}))
     changed = True
     while changed:
         changed = False
-        for reason, members in units:
+        for reason, members, pulled in units:
             if any(plan.steps[i].action == "run" for i in members):
                 for i in members:
                     m = plan.steps[i]
-                    if m.action == "reuse" or (m.action == "skip" and reason.startswith("service")):
+                    if m.action in pulled:
                         m.action, m.source, m.reason = "run", None, reason
                         changed = True
     return plan
