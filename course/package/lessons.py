@@ -34,11 +34,10 @@ from ..pages.choose import lesson_page_runs
 from ..pages.facts import (
     checked_on,
     engine_text,
-    hands_on_seconds,
+    hands_on,
     machine_text,
     prose_words,
     reading_minutes,
-    typing_seconds,
 )
 from ..pages.format import minutes_text
 from ..pages.lessons import read_meta
@@ -50,6 +49,8 @@ from .document import Cover, Page, PrintDocument, PrintMeta
 
 DOWNLOADS = "downloads"
 CACHE = Path(".cache") / "package"
+GUIDE_PAGE = "before-you-start.md"
+"""The learners' page on renting a GPU and getting a lab onto it, under docs/."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,10 @@ class _Job:
     """The hash of the PDF's inputs."""
     pdf_target: Path
     pdf_reused: bool
+    markdown: str = ""
+    """The page's Markdown: its "Step N" headings number START-HERE.md's steps."""
+    guide: str | None = None
+    """The address of the course's "Before you start" page, for START-HERE.md."""
     document: PrintDocument | None = None
     """The document to print, when the kept PDF cannot be reused."""
     pdf_seconds: float = 0.0
@@ -178,6 +183,9 @@ def _plan(
     target = downloads / f"{stem}.pdf"
     reused = _reuse(keep / "page.pdf", key, target)
     job = _Job(page, stem, run, lab, page_html, keep, key, target, reused)
+    job.markdown = (root / "docs" / page.src).read_text(encoding="utf-8")
+    if site.url and (root / "docs" / GUIDE_PAGE).is_file():
+        job.guide = site.url + GUIDE_PAGE.removesuffix(".md") + "/"
     if not reused:
         _forget(keep / "page.pdf")
         job.document = pdf.prepare(page_html, cover, meta)
@@ -227,7 +235,7 @@ def _print_all(jobs: list[_Job], site_dir: Path, workers: int | None) -> None:
 def _finish(job: _Job) -> Packaged:
     """The zip of one lesson, reused or made, once its PDF is in place."""
     entries = bundle.bundle_entries(
-        job.lab, job.run, job.pdf_target, job.page_html.figures, job.stem
+        job.lab, job.run, job.pdf_target, job.page_html.figures, job.stem, job.markdown, job.guide
     )
     date = bundle.zip_date(job.run)
     zip_key = bundle.entries_key(job.stem, entries, date)
@@ -247,13 +255,9 @@ def cover_of(root: Path, src: str, run: Run, lab: LoadedLab) -> Cover:
     """A cover for a page without the lesson header: its facts from front matter and record."""
     meta, _, body = read_meta(root / "docs" / src, f"docs/{src}")
     reading = reading_minutes(prose_words(body))
-    steps, installs, downloads = hands_on_seconds(run, lab)
-    downloads += typing_seconds(lab)  # the reading-and-typing allowance counts as hands-on time
+    spent = hands_on(run, lab).total  # steps, builds, set-up and the typing allowance
     facts = (
-        (
-            "Time",
-            f"about {reading} min to read; {minutes_text(steps + installs + downloads)} hands-on",
-        ),
+        ("Time", f"about {reading} min to read; {minutes_text(spent)} hands-on"),
         ("GPU", machine_text(run, lab)),
         ("Checked on", f"{checked_on(run)}, with {engine_text(run)} (run {run.run_id})"),
     )
