@@ -295,12 +295,13 @@ def check(root: Path) -> None:
     from .site import check_or_fail, check_warnings, pinned_behind
 
     warn_damaged(root)
-    count = check_or_fail(root)
+    found: list[str] = []
+    count = check_or_fail(root, found)
     stderr.print(
         f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim "
         "holds"
     )
-    for warning in check_warnings(root):
+    for warning in [*found, *check_warnings(root)]:
         stderr.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     for page, pinned, newest in pinned_behind(root):
         stderr.print(

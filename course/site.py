@@ -170,8 +170,9 @@ def _condensed(message: str) -> str:
     return f"docs/{page.group(1)}: {error.group(1)}: {error.group(2)}{hint(error.group(2))}"
 
 
-def check_site(root: Path) -> tuple[int, list[Problem]]:
-    """Render every page's macros without HTML; (pages checked, problems found)."""
+def check_site(root: Path, warnings: list[str] | None = None) -> tuple[int, list[Problem]]:
+    """Render every page's macros without HTML; (pages checked, problems found). What the pages
+    warn about without failing (a terminal line too wide) is added to `warnings`."""
     docs = root / "docs"
     if not docs.is_dir():
         raise PageError(f"no docs/ folder in {root}")
@@ -182,7 +183,10 @@ def check_site(root: Path) -> tuple[int, list[Problem]]:
     for entry in pages:
         if entry.raw.get("render_macros") is False:
             continue
-        problems += render_page(root, entry).context.problems
+        context = render_page(root, entry).context
+        problems += context.problems
+        if warnings is not None:
+            warnings += context.notes
     return len(pages), problems
 
 
@@ -215,9 +219,10 @@ def pinned_behind(root: Path) -> list[tuple[str, str, str]]:
     return behind
 
 
-def check_or_fail(root: Path) -> int:
-    """Run check_site and raise PageError listing every problem; the number of pages otherwise."""
-    count, problems = check_site(root)
+def check_or_fail(root: Path, warnings: list[str] | None = None) -> int:
+    """Run check_site and raise PageError listing every problem; the number of pages otherwise
+    (and the pages' warnings added to `warnings`)."""
+    count, problems = check_site(root, warnings)
     if problems:
         raise PageError(report(problems))
     return count

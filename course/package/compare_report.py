@@ -120,12 +120,11 @@ def render(e: dict[str, Any], t: Theirs, rows: list[Row], page: Gpu | None) -> s
             f" dense, {c['memory_gb']:g} GB (datasheet figures; expected.json names each source)"
         )
     expect = "expected" if gpu_lab else "page's"
-    head = f"{'value':<30} {'unit':<5} {'page':>16} {'yours':>16} {expect:>16}  verdict"
-    lines += ["", head, "-" * len(head)]
     notes: list[str] = []
+    table: list[tuple[str, ...] | str] = []  # a row's cells, or a step's heading
     for index, row in enumerate(rows):
         if index == 0 or rows[index - 1].step != row.step:
-            lines.append(f"{row.step}{' (needs a GPU)' if needs[row.step] == 'gpu' else ''}")
+            table.append(f"{row.step}{' (needs a GPU)' if needs[row.step] == 'gpu' else ''}")
         verdict = row.verdict
         if verdict in ("off", "differs") and row.off is not None:
             verdict = f"{verdict} by {row.off:+.0%}"
@@ -135,12 +134,25 @@ def render(e: dict[str, Any], t: Theirs, rows: list[Row], page: Gpu | None) -> s
             verdict += f" [{notes.index(text) + 1}]"
         entry = entries[row.name]
         unit, factor = shown_unit(entry)
-        name = row.name.split(".", 1)[1]
         expected = row.page if row.kind == "exact" else row.expected  # exact: the page's own
         expected = None if row.verdict == "not comparable" else expected
         cells = [cell(v, entry["type"], factor) for v in (row.page, row.theirs, expected)]
+        table.append((row.name.split(".", 1)[1][:30], unit, *cells, verdict))
+    # each number column as wide as its widest cell (16 at least): a row never shifts
+    width = [max([16, *(len(r[i]) for r in table if isinstance(r, tuple))]) for i in (2, 3, 4)]
+    head = (
+        f"{'value':<30} {'unit':<5} {'page':>{width[0]}} {'yours':>{width[1]}}"
+        f" {expect:>{width[2]}}  verdict"
+    )
+    lines += ["", head, "-" * len(head)]
+    for r in table:
+        if isinstance(r, str):
+            lines.append(r)
+            continue
+        name, unit, page_cell, yours, expected_cell, verdict = r
         lines.append(
-            f"{name[:30]:<30} {unit:<5} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16}  {verdict}"
+            f"{name:<30} {unit:<5} {page_cell:>{width[0]}} {yours:>{width[1]}}"
+            f" {expected_cell:>{width[2]}}  {verdict}"
         )
     lines += ["", *(f"[{i}] {text}" for i, text in enumerate(notes, start=1)), ""]
     return "\n".join([*lines, *summary(e, rows)]) + "\n"

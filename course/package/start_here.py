@@ -120,9 +120,7 @@ def _before_you_start(
                 "",
             ]
     setup = lab.lab.setup
-    allow = [f"{minutes_text(setup.install_seconds)} for the install"] * bool(
-        setup.install_seconds
-    )
+    allow = [f"{minutes_text(setup.install_seconds)} for the install"] * bool(setup.install_seconds)
     allow += [f"{minutes_text(setup.download_seconds)} for downloads"] * bool(
         setup.download_seconds
     )

@@ -21,18 +21,23 @@ from .context import PageContext
 from .format import minutes_text, money
 from .install import cpu_install_commands, get_files_commands
 from .lessons import read_meta
-from .macros import macro
+from .macros import ANSWERABLE, macro
 from .outline import Lesson
 
 
 def _labs(ctx: PageContext) -> Iterator[tuple[Lesson, LoadedLab, Run]]:
-    """Every written lesson of the outline with its lab and the run its page shows."""
+    """Every written lesson of the outline with its lab and the run its page shows; a lesson
+    whose lab or run cannot be read is left out (its own page reports why, once)."""
     store = Store(ctx.root / "build")
     docs = ctx.root / "docs"
     for lesson in ctx.outline.written:
-        meta, _, _ = read_meta(docs / lesson.src, f"docs/{lesson.src}")
-        lab = load_lab(ctx.root / "lab" / lesson.id / "lab.yml")
-        yield lesson, lab, page_run(store, lesson.id, meta.run)
+        try:
+            meta, _, _ = read_meta(docs / lesson.src, f"docs/{lesson.src}")
+            lab = load_lab(ctx.root / "lab" / lesson.id / "lab.yml")
+            run = page_run(store, lesson.id, meta.run)
+        except ANSWERABLE:
+            continue
+        yield lesson, lab, run
 
 
 def _anchor(ctx: PageContext, lesson: Lesson) -> str:

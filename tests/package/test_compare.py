@@ -27,7 +27,6 @@ from course.package.cards import CARDS
 from course.package.expected import (
     compare_files,
     compare_runs,
-    compare_source,
     expected_for,
     expected_json,
     observed,
