@@ -30,7 +30,7 @@ def start_here(
     address of the course's "Before you start" page, when the site has one.
     """
     record = run.record
-    machine = machine_of(run)
+    machine = machine_of(run, lab)
     steps = lab.lab.steps
     labels = step_labels(page, [s.id for s in steps])
     lines = [
@@ -96,7 +96,7 @@ def _before_you_start(
             "",
         ]
     else:
-        lines += ["Every step runs on any machine: none needs a GPU.", ""]
+        lines += ["Every step runs on any machine.", ""]
     if lab_spec(lab.folder) or pins(run, lab):
         lines += [
             (

@@ -9,7 +9,7 @@ import re
 
 from ..lab.load import LoadedLab
 from ..lab.schema import AnyStep, Build, StartStep, StopStep, step_command
-from ..pages.facts import build_seconds, build_step_id, gpu_name, step_peak
+from ..pages.facts import build_seconds, build_step_id, gpu_name, gpu_steps, step_peak
 from ..pages.format import duration
 from ..pages.install import lab_spec
 from ..record.models import PROMPT, Run
@@ -182,7 +182,10 @@ def step_section(step: AnyStep, labels: dict[str, str], run: Run, lab: LoadedLab
     memory = f", and its peak GPU memory was {peak / GIB:.1f} GiB" if peak else ""
     if peak and step.sizes_to_card:
         memory += " (it sizes itself to the card: a share of whatever GPU it finds)"
-    lines += [f"It {verb} {took} on {machine(run)}{memory}. Expected output (from our run):", ""]
+    lines += [
+        f"It {verb} {took} on {machine(run, lab)}{memory}. Expected output (from our run):",
+        "",
+    ]
     lines += [*fenced("\n".join(expected_output(run, step.id)), "text"), ""]
     return lines
 
@@ -220,7 +223,8 @@ def _backtick_runs(line: str) -> list[str]:
     return [*runs, current] if current else runs
 
 
-def machine(run: Run) -> str:
-    """'our NVIDIA H200', or 'our machine (no GPU)'."""
+def machine(run: Run, lab: LoadedLab) -> str:
+    """'our NVIDIA H200', or 'our machine' for a lab without GPU steps (it says nothing of GPUs)
+    or a run without one."""
     name = gpu_name(run)
-    return f"our {name}" if name else "our machine (no GPU)"
+    return f"our {name}" if name and gpu_steps(lab) else "our machine"

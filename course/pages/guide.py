@@ -51,13 +51,19 @@ def lab_costs(ctx: PageContext) -> str:
     each dated price (community and secure cloud), the prices' dates and sources below."""
     rows: list[tuple[list[str], dict[str, str]]] = []
     seen: dict[tuple[str, str], facts.Price] = {}
-    head = "<tr><th>Lesson</th><th>GPU memory</th><th>Hands-on</th><th>Card</th>"
+    head = "<tr><th>Lesson</th><th>GPU memory it needs</th><th>Hands-on</th><th>Card</th>"
     offers: list[str] = []
     for lesson, lab, run in _labs(ctx):
         spent = facts.hands_on(run, lab).total
         card = facts.rented_card(run, lab)
         need = facts.gpu_need(run, lab)
-        memory = f"{need.peak / 2**30:.1f} GiB" if need.peak else "none"
+        memory = (
+            f"{need.peak / 2**30:.1f} GiB"
+            if need.peak
+            else "any: its steps size themselves to the card"
+            if need.sized
+            else "not recorded"
+        )
         if card is None:
             memory = "no GPU"
         prices = facts.card_prices(ctx.root, card) if card else []

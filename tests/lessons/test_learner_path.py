@@ -31,6 +31,7 @@ from support import CHROMIUM, REPO
 
 from course.lab.load import load_lab
 from course.pages.install import cpu_install_commands, install_commands
+from course.pages.outline import load_outline
 from course.pages.widgets import TERMINAL_COLUMNS
 from course.record.store import Store
 
@@ -274,3 +275,49 @@ def test_terminal_lines_within_the_budget_do_not_wrap_in_the_pdfs(
             assert line in joined, f"lesson {number}: wraps in the PDF: {line!r}"
             checked += 1
     assert checked > 100
+
+
+# --- before the first step ----------------------------------------------------------------------
+
+
+def text_of(page: str) -> str:
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def test_before_you_start_is_linked_and_its_costs_and_lines_are_the_lessons(
+    repo_site: tuple[Path, str],
+) -> None:
+    site_dir, _ = repo_site
+    guide_page = (site_dir / "before-you-start" / "index.html").read_text(encoding="utf-8")
+    landing = (site_dir / "index.html").read_text(encoding="utf-8")
+    assert 'href="before-you-start/"' in landing  # the landing page's sentence and costs
+    article = guide_page[guide_page.index("<article") : guide_page.index("</article>")]
+    words = text_of(article)
+    for phrase in ("Community cloud", "secure cloud", "SSH", "web terminal", "wget", "scp"):
+        assert phrase.lower() in words.lower(), phrase
+    for number, lesson in LESSONS.items():
+        page = (site_dir / "part-2" / lesson / "index.html").read_text(encoding="utf-8")
+        start = page.index('class="course-lesson-header"')
+        header = text_of(page[start : page.index("</header>", start)])
+        assert "How to rent one and connect: Before you start." in header
+        assert 'href="../../before-you-start/"' in page
+        # the guide's cost is the header's: the same hands-on time at the same dated prices
+        cost = re.search(r"hands-on part costs (\S+)", header).group(1)  # type: ignore[union-attr]
+        low, high = cost.split("–")
+        title = load_outline(REPO / "docs").lesson(lesson).title
+        row = re.search(rf"{re.escape(f'{number} {title}')} [^$]*? RTX 4090 (\$\S+) (\$\S+)", words)
+        assert row is not None and (row.group(1), row.group(2)) == (low, high), (number, words)
+        # and its install lines are the ones the lesson's "Get the files" and START-HERE.md give
+        lab = load_lab(REPO / "lab" / lesson / "lab.yml")
+        run = Store(REPO / "build").newest_good(lesson)
+        assert run is not None
+        for line in [*install_commands(lab, run), *(cpu_install_commands(lab, run) or [])]:
+            assert unescape(line) in unescape(article), (lesson, line)
+            assert line in unescape(page), (lesson, line)
+    # "Read first" points somewhere real: a lesson still coming links to its outline entry
+    kv = (site_dir / "part-2" / "kv-cache" / "index.html").read_text(encoding="utf-8")
+    assert (
+        '<a class="course-coming" href="../../#lesson-attention">2.2 The attention step of a '
+        "transformer (coming)</a>: queries, keys, values and heads" in kv
+    )
+    assert 'id="lesson-attention"' in landing

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import subprocess
 import zipfile
@@ -111,6 +112,33 @@ def test_first_step_runs_from_a_fresh_unzip(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip("\n") == expected
+
+
+def test_a_lab_without_gpu_steps_says_nothing_of_gpus(tmp_path: Path) -> None:
+    """The fixture lab with its one GPU step made a CPU step (as a CPU lesson's would be), its
+    H200 run: START-HERE.md and compare.py's words name no GPU, no nvidia-smi, no rented card;
+    the declared install time is an estimate, not a measurement."""
+    from course.lab.load import load_lab
+    from course.package.start_here import start_here
+    from course.record.store import Store
+
+    lab_dir = tmp_path / "lab" / LESSON
+    lab_dir.parent.mkdir()
+    shutil.copytree(SITE_FIXTURE / "lab" / LESSON, lab_dir)
+    recipe = lab_dir / "lab.yml"
+    recipe.write_text(recipe.read_text().replace("    needs: gpu\n", ""))
+    run = Store(SITE_FIXTURE / "build").newest_good(LESSON)
+    assert run is not None and run.record.host.gpu is not None  # recorded on an H200
+    text = start_here(load_lab(recipe), run, f"{STEM}.pdf")
+    for word in ("GPU", "nvidia-smi", "H200", "rent"):
+        assert word not in text, (word, text)
+    assert "\nEvery step runs on any machine.\n" in text
+    assert "made on our machine on 20 November 2026" in text
+    assert (
+        "Allow about 4 min for the install and about 5 min for downloads (our estimate, not a"
+        in (text)
+    )
+    assert "On our machine" not in text and "It reads the results your run wrote" in text
 
 
 def test_only_the_labs_own_files_get_in(tmp_path: Path) -> None:
