@@ -16,6 +16,9 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
+from ..record.models import Spread
+from ..record.units import convert
+
 SIGNIFICANT = 4
 
 
@@ -51,6 +54,13 @@ def recorded(value: float | str, unit: str = "none") -> str:
     """A recorded value with its unit, by the rule above: '1,234 tok/s', '0.3459 ms', '44 ms'."""
     text = value if isinstance(value, str) else significant(value)
     return text if unit == "none" else f"{text} {unit}"
+
+
+def spread_note(spread: Spread, unit: str, shown_unit: str) -> str:
+    """A timed value's spread for its tooltip, in the unit it is shown in: 'median of 20,
+    23.1–25.9 ms' (the range of the repeats)."""
+    low, high = (convert(x, unit, shown_unit) for x in (spread.min, spread.max))
+    return f"median of {spread.n}, {significant(low)}–{recorded(high, shown_unit)}"
 
 
 def change(relative: float | None) -> str:

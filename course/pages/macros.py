@@ -27,7 +27,7 @@ from .claims import check_claim, claim_html
 from .context import FigureData, PageContext
 from .faq import glossary_html
 from .figures import figure as draw_or_reuse
-from .format import decimals_for, format_number
+from .format import decimals_for, format_number, spread_note
 from .widgets import (
     WidgetError,
     figure_html,
@@ -130,11 +130,13 @@ def value(
     percent: bool = False, times: bool = False, show_unit: bool = True, separators: bool = True,
 ) -> str:  # fmt: skip
     """A recorded value (or arithmetic on values), formatted, inside a span naming its sources."""
-    q = ctx.evaluate(expression)
+    q, note = ctx.evaluate(expression), ""
     if q.text is not None:
         shown = html.escape(q.text)
     else:
         number, shown_unit = _number(repr(expression), q, unit, percent)
+        if q.spread is not None and not (percent or times):
+            note = f"; {spread_note(q.spread, q.unit, shown_unit)}"
         suffix = "" if shown_unit == "none" or not show_unit else f"\u00a0{shown_unit}"
         if percent:
             suffix = "\u00a0%"
@@ -154,7 +156,7 @@ def value(
     said = (
         f"measured in run {ctx.run.run_id}, step{'s' if len(steps) > 1 else ''} {', '.join(steps)}"
     )
-    title = f' title="{html.escape(said, quote=True)}"'
+    title = f' title="{html.escape(said + note, quote=True)}"'
     return f'<span class="course-value" data-source="{source}"{expr}{title}>{shown}</span>'
 
 

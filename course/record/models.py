@@ -8,11 +8,12 @@ package (RECORD.md describes it).
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import RecordError
 
@@ -27,12 +28,54 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Spread(_Model):
+    """How a timed value varied over its repeats: `n` repeats kept after warm-up, their extremes
+    and quartiles, in the value's unit (the value itself is their median)."""
+
+    n: int = Field(ge=1)
+    min: float
+    q1: float
+    q3: float
+    max: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Spread:
+        numbers = {"min": self.min, "q1": self.q1, "q3": self.q3, "max": self.max}
+        odd = [name for name, x in numbers.items() if not math.isfinite(x)]
+        if odd:
+            raise ValueError(f"{', '.join(odd)} not finite")
+        if not self.min <= self.q1 <= self.q3 <= self.max:
+            raise ValueError(
+                f"expected min <= q1 <= q3 <= max, found {self.min} {self.q1} {self.q3} {self.max}"
+            )
+        return self
+
+    def around(self, median: float) -> str | None:
+        """What is wrong with this spread around `median`, if anything (it must lie between the
+        quartiles, and be finite)."""
+        if not math.isfinite(median):
+            return f"its median {median} is not finite"
+        if not self.q1 <= median <= self.q3:
+            return f"its median {median} is not between q1 {self.q1} and q3 {self.q3}"
+        return None
+
+
 class Value(_Model):
-    """A captured value with its type and unit."""
+    """A captured value with its type and unit; a timed value also carries its spread."""
 
     value: int | float | str
     type: Literal["int", "float", "str"]
     unit: str
+    spread: Spread | None = None
+
+    @model_validator(mode="after")
+    def _spread_fits(self) -> Value:
+        if self.spread is not None:
+            wrong = "a text value has no spread" if isinstance(self.value, str) else None
+            wrong = wrong or self.spread.around(float(self.value))
+            if wrong:
+                raise ValueError(wrong)
+        return self
 
 
 class KeptFile(_Model):
@@ -51,15 +94,50 @@ class HashParts(_Model):
     engine: dict[str, str | None]
     gpu: str
 
+    def changes_since(self, old: HashParts) -> list[str]:
+        """What differs from an earlier step's parts, in a few words each: its definition, the
+        input files that changed (`changed: a.py, b.py`), the engine, the GPU."""
+        reasons = []
+        if self.definition != old.definition:
+            reasons.append("its definition changed")
+        files = set(self.inputs) | set(old.inputs)
+        changed = sorted(n for n in files if self.inputs.get(n) != old.inputs.get(n))
+        if changed:
+            more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+            reasons.append(f"changed: {', '.join(changed[:3])}{more}")
+        if self.engine != old.engine:
+            moved = [
+                f"{k} {old.engine.get(k)} -> {v}"
+                for k, v in self.engine.items()
+                if old.engine.get(k) != v
+            ]
+            reasons.append("engine " + ", ".join(moved) if moved else "engine changed")
+        if self.gpu != old.gpu:
+            reasons.append(f"GPU {old.gpu} -> {self.gpu}")
+        return reasons
+
 
 class Gpu(_Model):
-    """The first GPU of the host, as nvidia-smi reports it."""
+    """The first GPU of the host, as nvidia-smi reports it; what can explain its speed (clocks,
+    power, PCIe link, NUMA node) as read when the run started."""
 
     name: str
     memory_mib: int | None = None
     driver: str | None = None
     cuda: str | None = None
     count: int = 1
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    memory_clock_mhz: int | None = None
+    memory_clock_max_mhz: int | None = None
+    power_limit_w: float | None = None
+    power_draw_w: float | None = None
+    persistence: bool | None = None
+    pcie: str | None = None
+    """The link as `gen 5 x16` (and `of gen 5 x16` when it runs below its maximum)."""
+    bus_id: str | None = None
+    numa_node: int | None = None
+    """The host NUMA node the GPU hangs off (None: unknown, or a host with one node)."""
 
 
 class Setup(_Model):
@@ -75,6 +153,12 @@ class HostFacts(_Model):
 
     gpu: Gpu | None = None
     cpu: str | None = None
+    cpu_model: str | None = None
+    cpu_cores: int | None = None
+    """Logical cores of the host."""
+    cpu_usable: int | None = None
+    """The cores the run's processes may use (their affinity: a container's share)."""
+    numa_nodes: int | None = None
     os: str | None = None
     python: str | None = None
     machine: str | None = None
