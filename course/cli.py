@@ -232,24 +232,24 @@ def build(root: Path, site_dir: Path | None) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for a script).")
 @click.option("--all", "all_values", is_flag=True, help="List unchanged values too.")
+@click.option(
+    "--tolerance", default=5.0, show_default=True, metavar="PCT",
+    help="How far a timed value recorded without its spread may move within noise (%).",
+)  # fmt: skip
 @click.pass_obj
 @reports_errors
 def diff(
-    root: Path,
-    lesson: str,
-    run_a: str | None,
-    run_b: str | None,
-    as_markdown: bool,
-    as_json: bool,
-    all_values: bool,
-) -> None:
-    """Compare two runs of LESSON (default: its two newest good runs): values moved, claims broken.
+    root: Path, lesson: str, run_a: str | None, run_b: str | None, as_markdown: bool,
+    as_json: bool, all_values: bool, tolerance: float,
+) -> None:  # fmt: skip
+    """Compare two runs of LESSON (default: its two newest good runs): values moved beyond their
+    spread or within noise, sizes and counts changed, lab inputs, claims broken.
 
     Exits 1 when a claim of the lesson's pages fails on the newer run.
     """
     try:
         from .diff import compare, pick_runs, render_console, render_markdown, to_json
-        from .pages.evaluate import evaluate_pages
+        from .pages.evaluate import evaluate_pages, exact_values
     except ImportError as exc:
         raise CourseError(
             f"course diff evaluates the lesson's pages and needs the site's packages ({exc.name} "
@@ -261,7 +261,8 @@ def diff(
     store.lesson_dir(lesson)  # a name that is not a lesson's is refused here
     warn_damaged(root, [lesson])
     old, new = pick_runs(store, lesson, run_a, run_b)
-    report = compare(old, new, lambda run: evaluate_pages(root, lesson, run))
+    pages = lambda run: evaluate_pages(root, lesson, run)  # noqa: E731 - one use, one line
+    report = compare(old, new, pages, exact_values(root, lesson), tolerance / 100)
     if as_json:
         click.echo(to_json(report))
     elif as_markdown:
@@ -295,12 +296,12 @@ def check(root: Path) -> None:
     from .site import check_or_fail, check_warnings, pinned_behind
 
     warn_damaged(root)
-    count = check_or_fail(root)
+    count, fragile = check_or_fail(root)
     stderr.print(
         f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim "
         "holds"
     )
-    for warning in check_warnings(root):
+    for warning in [*fragile, *check_warnings(root)]:
         stderr.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     for page, pinned, newest in pinned_behind(root):
         stderr.print(

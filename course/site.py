@@ -19,6 +19,7 @@ from .errors import CourseError, PageError
 from .package.lessons import package_lessons
 from .pages.checks import position_warning
 from .pages.choose import ChosenPage, lesson_page_runs
+from .pages.claims import fragile_warnings
 from .pages.context import Problem
 from .pages.faq import load_page_data
 from .pages.lessons import placement_problems, scan
@@ -172,18 +173,29 @@ def _condensed(message: str) -> str:
 
 def check_site(root: Path) -> tuple[int, list[Problem]]:
     """Render every page's macros without HTML; (pages checked, problems found)."""
+    count, problems, _ = check_pages(root)
+    return count, problems
+
+
+def check_pages(root: Path) -> tuple[int, list[Problem], list[str]]:
+    """Render every page's macros without HTML; (pages checked, problems found, warnings: the
+    fragile claims, each with its page and line)."""
     docs = root / "docs"
     if not docs.is_dir():
         raise PageError(f"no docs/ folder in {root}")
     problems: list[Problem] = []
+    warnings: list[str] = []
     pages = scan(docs)
     placed = placement_problems(load_outline(docs), pages)
     problems += [Problem(page, f"(docs/{OUTLINE})", message) for page, message in placed]
     for entry in pages:
         if entry.raw.get("render_macros") is False:
             continue
-        problems += render_page(root, entry).context.problems
-    return len(pages), problems
+        context = render_page(root, entry).context
+        problems += context.problems
+        source = (docs / entry.src).read_text(encoding="utf-8")
+        warnings += fragile_warnings(f"docs/{entry.src}", source, context.claim_results)
+    return len(pages), problems, warnings
 
 
 def check_warnings(root: Path) -> list[str]:
@@ -215,12 +227,13 @@ def pinned_behind(root: Path) -> list[tuple[str, str, str]]:
     return behind
 
 
-def check_or_fail(root: Path) -> int:
-    """Run check_site and raise PageError listing every problem; the number of pages otherwise."""
-    count, problems = check_site(root)
+def check_or_fail(root: Path) -> tuple[int, list[str]]:
+    """Check every page and raise PageError listing every problem; the number of pages and the
+    warnings about fragile claims otherwise."""
+    count, problems, warnings = check_pages(root)
     if problems:
         raise PageError(report(problems))
-    return count
+    return count, warnings
 
 
 def serve_site(root: Path, dev_addr: str = "127.0.0.1:8000") -> None:

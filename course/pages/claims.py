@@ -193,3 +193,22 @@ def claim_html(result: ClaimResult, inner: str) -> str:
         f'<span class="course-claim" data-claim="{html.escape(result.condition, quote=True)}" '
         f'data-claim-state="{state}">{inner}</span>'
     )
+
+
+def claim_line(source: str, condition: str) -> int | None:
+    """The line of a page's source where a claim's condition is written (the first such line)."""
+    at = source.find(condition)
+    return None if at < 0 else source.count("\n", 0, at) + 1
+
+
+def fragile_warnings(page: str, source: str, results: list[ClaimResult]) -> list[str]:
+    """What `course check` says of each fragile claim of a page, naming the page and line."""
+    warnings = []
+    for result in results:
+        if result.holds and result.fragile:
+            line = claim_line(source, result.condition)
+            where = f"{page}:{line}" if line else page
+            warnings.append(
+                f'{where}: claim "{result.text}" {result.fragile}: a re-run may fail it'
+            )
+    return warnings

@@ -40,3 +40,19 @@ def convert(value: float, unit: str, to: str) -> float:
     if dim_from != dim_to:
         raise ValueError(f"cannot convert {unit} ({dim_from}) to {to} ({dim_to})")
     return value * f_from / f_to
+
+
+def readable_unit(values: list[float], unit: str) -> str:
+    """The unit to show these values in side by side: for a time or a bandwidth, the largest unit
+    of its dimension in which the largest of them is at least 1 (`0.0002794 s` reads `0.2794 ms`);
+    any other unit as recorded (a size in bytes is exact as recorded)."""
+    dimension = SCALE.get(unit, ("", 1.0))[0]
+    top = max((abs(v) for v in values), default=0.0)
+    if dimension not in ("time", "bandwidth") or top == 0:
+        return unit
+    ladder = sorted((factor, name) for name, (dim, factor) in SCALE.items() if dim == dimension)
+    chosen = ladder[0][1]
+    for _, name in ladder:
+        if convert(top, unit, name) >= 1:
+            chosen = name
+    return chosen
