@@ -1,6 +1,8 @@
 """Helpers the test modules share (imported as `support`; tests never import each other).
 
 make_project(dst)    the repository's site machinery plus the fixture lesson and its records
+make_timed_project(dst)   the same plus `timed-sum`, a CPU lab whose timings carry their spread
+write_timed_run(root, run_id, values)   a good run of `timed-sum` with these values
 serving(folder)      a folder served over HTTP on 127.0.0.1 for the length of a block
 free_port()          a TCP port nobody listens on right now
 """
@@ -17,6 +19,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from course.record.models import HashParts, HostFacts, Record, Spread, StepRecord, Value
+from course.record.store import Store
+from course.record.writer import RunWriter
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -52,6 +58,45 @@ def make_project(dst: Path) -> Path:
             page.unlink()
     shutil.copytree(SITE_FIXTURE, dst, ignore=_IGNORE, dirs_exist_ok=True)
     return dst
+
+
+TIMED_FIXTURE = FIXTURES / "timed"
+
+
+def make_timed_project(dst: Path) -> Path:
+    """The fixture project plus lesson `timed-sum` (no records yet): a lab that times summing
+    numbers with repeats and writes each timing with its spread, and a page with claims on it."""
+    make_project(dst)
+    shutil.copytree(TIMED_FIXTURE, dst, ignore=_IGNORE, dirs_exist_ok=True)
+    return dst
+
+
+def timed(median: float, low: float, q1: float, q3: float, high: float, n: int = 15) -> Value:
+    """A timed value in ms, recorded with its spread."""
+    spread = Spread(n=n, min=low, q1=q1, q3=q3, max=high)
+    return Value(value=median, type="float", unit="ms", spread=spread)
+
+
+def write_timed_run(
+    root: Path,
+    run_id: str,
+    values: dict[str, Value],
+    script_sha: str = "a" * 64,
+    host: HostFacts | None = None,
+) -> Path:
+    """A finished good run of `timed-sum` with these values, written as `course run` writes one
+    (RunWriter); its folder."""
+    parts = HashParts(
+        definition="d" * 64, inputs={"sum_times.py": script_sha}, engine={}, gpu="none"
+    )
+    step = StepRecord(id="time", kind="run", command="python3 sum_times.py", status="ok",
+                      exit_code=0, values=values, hash=script_sha, hash_parts=parts)  # fmt: skip
+    record = Record(
+        lesson="timed-sum", title="Summing numbers", run_id=run_id, status="running",
+        started=f"{run_id[:10]}T09:00:00Z", lab_file="lab/timed-sum/lab.yml",
+        host=host or HostFacts(cpu="Intel Xeon (16 cores)"), engine={}, steps=[step],
+    )  # fmt: skip
+    return RunWriter(Store(root / "build"), record).finish("ok").folder
 
 
 LESSON = "tiny-cache"

@@ -195,7 +195,7 @@ def compare(
         old=old.run_id,
         new=new.run_id,
         values=values,
-        host=_changes(_flat(old.record.host), _flat(new.record.host)),
+        host=_changes(_flat(old.record.host.model_dump()), _flat(new.record.host.model_dump())),
         engine=_changes(_flat(old.record.engine), _flat(new.record.engine)),
         inputs=_inputs(old, new),
         tolerance=tolerance,

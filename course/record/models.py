@@ -13,7 +13,14 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from ..errors import RecordError
 
@@ -67,6 +74,14 @@ class Value(_Model):
     type: Literal["int", "float", "str"]
     unit: str
     spread: Spread | None = None
+
+    @model_serializer(mode="wrap")
+    def _spread_if_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """run.json writes `spread` only for a timed value (records stay as they were)."""
+        data: dict[str, Any] = handler(self)
+        if self.spread is None:
+            data.pop("spread", None)
+        return data
 
     @model_validator(mode="after")
     def _spread_fits(self) -> Value:
