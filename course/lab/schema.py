@@ -45,7 +45,9 @@ class Capture(_Strict):
     key: str | None = Field(default=None, examples=["by_size.4096.p50_ms"])
     """With `json`: the dot-separated key path of the value; list indices and keys that are
     numbers are written as they are (`by_size.4096.p50_ms`, `runs.0.ms`). A key holding a '.'
-    cannot be reached: write the file without one (`qwen3-0_6b`)."""
+    cannot be reached: write the file without one (`qwen3-0_6b`). A key that lands on a timed
+    value (`{"median": .., "min": .., "q1": .., "q3": .., "max": .., "n": ..}`) records its
+    median and spread; one level further (`ttft.128.min`) records that number alone."""
     type: Literal["int", "float", "str"] = Field(default="float", examples=["int"])
     """How the value is read: `int`, `float` or `str` (numbers may carry thousands separators,
     as in `114,688`)."""
