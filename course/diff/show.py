@@ -41,19 +41,23 @@ def shown_pair(change: ValueChange) -> tuple[str, str]:
     return shown(change.old, unit), shown(change.new, unit)
 
 
-def why(change: ValueChange, tolerance: float) -> str:
-    """What decided a timed value's class: its quartiles in both runs, or the tolerance."""
+def why(change: ValueChange, tolerance: float, short: bool = False) -> str:
+    """What decided a timed value's class: its quartiles in both runs, or the tolerance
+    (`short`: the quartiles alone, or 'none recorded', for a narrow column)."""
     verdict, first = change.verdict, change.old or change.new
     if verdict.no_spread:
         side = "beyond" if verdict.kind == "moved" else "within"
-        return f"no spread recorded ({side} {tolerance * 100:g} %)"
+        return "none recorded" if short else f"no spread recorded ({side} {tolerance * 100:g} %)"
     if verdict.quartiles is None or first is None:
         return ""
     unit = readable_unit([x for q in verdict.quartiles for x in q], first.unit)
     (a, b), (c, d) = ((convert(x, first.unit, unit) for x in q) for q in verdict.quartiles)
-    apart = "apart" if verdict.kind == "moved" else "overlap"
     before, after = f"{significant(a)}–{significant(b)}", f"{significant(c)}–{significant(d)}"
-    return f"quartiles {before} → {after} {unit} {apart}"
+    if short:
+        return f"{before} →\n{after} {unit}"  # two short lines: a narrow column never folds
+    return (
+        f"quartiles {before} → {after} {unit} {'apart' if verdict.kind == 'moved' else 'overlap'}"
+    )
 
 
 def percent(rel: float | None) -> str:
@@ -109,14 +113,15 @@ def render_console(report: Report, console: Console, all_values: bool = False) -
         if not changes:
             continue
         table = Table(title=title, title_justify="left")
-        for col in ("value", "old", "new", "change"):
-            table.add_column(col, justify="right" if col != "value" else "left", overflow="fold")
+        table.add_column("value", no_wrap=True)
+        for col in ("old", "new", "change"):
+            table.add_column(col, justify="right", overflow="fold")
         timed = kind in ("moved", "noise")
         if timed:
-            table.add_column("why", overflow="fold")
+            table.add_column("quartiles, old → new", overflow="fold")
         for change in changes:
             cells = [change.name, *shown_pair(change), percent(change.relative)]
-            table.add_row(*cells, *([why(change, report.tolerance)] if timed else []))
+            table.add_row(*cells, *([why(change, report.tolerance, True)] if timed else []))
         console.print(table)
     console.print(summary(report))
     if report.claims:
