@@ -145,7 +145,10 @@ class Gpu(_Model):
     sm_clock_max_mhz: int | None = None
     memory_clock_mhz: int | None = None
     memory_clock_max_mhz: int | None = None
+    applications_clock_mhz: int | None = None
+    """The SM clock applications run at (`nvidia-smi -ac`), below the maximum when set so."""
     power_limit_w: float | None = None
+    power_default_limit_w: float | None = None
     power_draw_w: float | None = None
     persistence: bool | None = None
     pcie: str | None = None
@@ -169,6 +172,9 @@ class HostFacts(_Model):
     gpu: Gpu | None = None
     cpu: str | None = None
     cpu_model: str | None = None
+    cpu_signature: str | None = None
+    """`family 6 model 207 stepping 2`: tells CPU generations apart where the model name does not
+    (a virtual machine's `Intel(R) Xeon(R) Processor`)."""
     cpu_cores: int | None = None
     """Logical cores of the host."""
     cpu_usable: int | None = None
