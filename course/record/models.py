@@ -39,6 +39,8 @@ class Spread(_Model):
     """How a timed value varied over its repeats: `n` repeats kept after warm-up, their extremes
     and quartiles, in the value's unit (the value itself is their median)."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)  # hashable, as a Quantity holding it
+
     n: int = Field(ge=1)
     min: float
     q1: float
