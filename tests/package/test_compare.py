@@ -23,7 +23,7 @@ from support import COURSE, REPO
 from course.lab.load import LoadedLab, load_lab
 from course.package import compare_lab
 from course.package.bundle import bundle_entries
-from course.package.cards import CARDS
+from course.package.cards import rental_cards
 from course.package.expected import (
     compare_runs,
     compare_source,
@@ -33,6 +33,8 @@ from course.package.expected import (
 )
 from course.record.models import Run
 from course.record.store import Store
+
+CARDS = rental_cards(REPO)
 
 LESSON = "kv-cache"
 BANDWIDTH = 1008 / 4800  # RTX 4090 over H200, from their datasheets
