@@ -236,7 +236,7 @@ def _every_name(node: Any, prefix: str = "") -> list[str]:
 def _missing(facts: Facts, name: str) -> FactsError:
     close = difflib.get_close_matches(name, _every_name(facts), n=1, cutoff=0.6)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return FactsError(str(FACTS_FILE), [f"no fact '{name}'{hint}"])
+    return FactsError(str(FACTS_FILE), [f"no fact '{name}' in {FACTS_FILE}{hint}"])
 
 
 def _lookup(facts: Facts, name: str) -> Found:
@@ -264,7 +264,8 @@ def _lookup(facts: Facts, name: str) -> Found:
         return Found(name, float(node), "none", None, None, source, when)
     inside = ", ".join(_children(node)) or "nothing"
     raise FactsError(
-        str(FACTS_FILE), [f"'{name}' is a table, not a fact: name one of its keys ({inside})"]
+        str(FACTS_FILE),
+        [f"'{name}' in {FACTS_FILE} is a table, not a fact: name one of its keys ({inside})"],
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 
+from ..errors import FactsError, PageError
 from ..lab.facts import load_facts
 from ..record.quantity import Quantity
 from .context import PageContext
@@ -28,7 +29,11 @@ def fact(
     percent: bool = False, times: bool = False, show_unit: bool = True, separators: bool = True,
 ) -> str:  # fmt: skip
     """A course fact, formatted, inside a span whose tooltip names its source and date."""
-    found = load_facts(ctx.root).lookup(name)
+    facts = load_facts(ctx.root)  # a wrong file: its FactsError names every key
+    try:
+        found = facts.lookup(name)
+    except FactsError as exc:  # one name: one line
+        raise PageError(exc.problems[0]) from None
     if found.price is not None:
         shown = money(found.price.per_hour, found.price.currency)
     elif found.text is not None:

@@ -112,6 +112,10 @@ def project_with(tmp_path: Path, h200: Run) -> Path:
         ignore=shutil.ignore_patterns("results", "__pycache__"),
     )
     shutil.copytree(h200.folder, root / "build" / LESSON / h200.run_id)
+    # the course's facts: the table of cards a comparison scales by
+    shutil.copytree(
+        REPO / "lab" / "common", root / "lab" / "common", ignore=shutil.ignore_patterns("__pycache__")
+    )
     return root
 
 
