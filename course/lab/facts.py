@@ -123,6 +123,8 @@ class Model(_Strict):
     """A model's config.json fields the lessons use, as published."""
 
     name: str
+    model_type: str
+    """transformers' name for the architecture (`qwen3` normalises each query and key head)."""
     source: str
     date: date
     num_hidden_layers: int
@@ -299,7 +301,8 @@ def _describe(err: Any) -> str:
         return f"{where}: unknown key '{loc[-1]}'{hint}"
     if err["type"] == "missing":
         return f"{where}: required but missing"
-    return f"{where}: {str(err['msg']).removeprefix('Value error, ')}"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}" if loc else message
 
 
 def parse_facts(text: str, shown: str = str(FACTS_FILE)) -> Facts:
