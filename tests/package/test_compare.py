@@ -113,9 +113,8 @@ def project_with(tmp_path: Path, h200: Run) -> Path:
     )
     shutil.copytree(h200.folder, root / "build" / LESSON / h200.run_id)
     # the course's facts: the table of cards a comparison scales by
-    shutil.copytree(
-        REPO / "lab" / "common", root / "lab" / "common", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    common = root / "lab" / "common"
+    shutil.copytree(REPO / "lab" / "common", common, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
 
