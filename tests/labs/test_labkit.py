@@ -132,8 +132,11 @@ def test_gpu_timing_on_the_cpu_warms_up_then_times_each_repeat(kit: dict[str, Mo
     assert len(calls) == 3 + 4 * 2 and spread.n == 4
     assert 0.002 <= spread.min <= spread.q1 <= spread.median <= spread.q3 <= spread.max
     calls.clear()
-    auto = t.time_gpu(work, cpu, repeats=2, warmup=1, min_seconds=0.009)  # 1 + probe + 2 x 4
-    assert len(calls) == 1 + 1 + 2 * 4 and auto.n == 2
+    # as many calls a sample as last min_seconds, at most max_calls: 1 + a probe + 2 x 3
+    auto = t.time_gpu(work, cpu, repeats=2, warmup=1, min_seconds=10.0, max_calls=3)
+    assert len(calls) == 1 + 1 + 2 * 3 and auto.n == 2
+    copy = t.copy_bandwidth(cpu, 2**20, repeats=3)
+    assert copy.n == 3 and 0 < copy.min <= copy.median <= copy.max
 
 
 def test_wall_timing_runs_setup_outside_the_timed_region(kit: dict[str, ModuleType]) -> None:

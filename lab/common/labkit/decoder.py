@@ -90,7 +90,9 @@ def _joined(linears: list[Any]) -> torch.Tensor:
     """Several linear layers' weights stacked into one matrix; the layers' own weights become
     views of it, so the model keeps working and the weights are held once, not twice."""
     whole = torch.cat([lin.weight for lin in linears])
-    for lin, part in zip(linears, whole.split([lin.weight.shape[0] for lin in linears])):
+    for lin, part in zip(
+        linears, whole.split([lin.weight.shape[0] for lin in linears]), strict=True
+    ):
         lin.weight.data = part
     return whole
 
@@ -122,7 +124,12 @@ def transformers_weights(model: Any) -> tuple[Shape, Weights]:
             torch.cuda.empty_cache()
     embed = inner.embed_tokens.weight.detach()
     head = model.lm_head.weight.detach()
-    return shape, {"layers": layers, "embed": embed, "norm": inner.norm.weight.detach(), "head": head}
+    return shape, {
+        "layers": layers,
+        "embed": embed,
+        "norm": inner.norm.weight.detach(),
+        "head": head,
+    }
 
 
 def weight_nbytes(weights: Weights, read: bool = False) -> int:
@@ -241,7 +248,9 @@ class Decoder:
         return cls(shape, weights, slots, **options)
 
     @classmethod
-    def random(cls, shape: Shape, device: Any, slots: int, seed: int = 0, **options: Any) -> Decoder:
+    def random(
+        cls, shape: Shape, device: Any, slots: int, seed: int = 0, **options: Any
+    ) -> Decoder:
         """A decoder on random bf16 weights of a shape (random_weights)."""
         return cls(shape, random_weights(shape, device, seed), slots, **options)
 
@@ -348,7 +357,9 @@ class Decoder:
         """Decode the token in self.token at `pos`; write the greedy next token back; logits."""
         x = self.w["embed"][self.token]
         for i, w in enumerate(self.w["layers"]):
-            x = self.out_mlp(x, self.attend(i, w, x, pos), w["o"], w["ln2"], w["gate_up"], w["down"])
+            x = self.out_mlp(
+                x, self.attend(i, w, x, pos), w["o"], w["ln2"], w["gate_up"], w["down"]
+            )
         logits = self.final(x, self.w["norm"], self.w["head"])
         self.token.copy_(logits.argmax(-1))
         return logits

@@ -1,6 +1,6 @@
 """The course's facts (facts.toml, beside this file) and the engines' memory rules as functions.
 
-    facts.fact("cards.rtx-4090.torch_total")       Fact(value=23.52, unit='GiB', source=..., date=...)
+    facts.fact("cards.rtx-4090.torch_total")        Fact(value=23.52, unit='GiB', source=...)
     facts.card("h200").torch_total                  150,109,880,320 (bytes, as PyTorch sees it)
     facts.model("qwen3-8b")["num_key_value_heads"]  8
     facts.vllm("rtx-4090", weights=..., activation_peak=..., non_torch=...)     a Budget
@@ -107,7 +107,9 @@ def fact(name: str, path: str | Path | None = None) -> Fact:
     """The fact at a dotted name, such as 'cards.rtx-4090.torch_total'."""
     node = get(name, path)
     if not (isinstance(node, dict) and {"value", "source", "date"} <= set(node)):
-        raise FactsError(f"'{name}' in {Path(path or PATH).name} is not a fact (value, source, date)")
+        raise FactsError(
+            f"'{name}' in {Path(path or PATH).name} is not a fact (value, source, date)"
+        )
     return Fact(
         name,
         node["value"],
@@ -288,8 +290,15 @@ def vllm(
         f"vLLM: gpu_memory_utilization {share:.2f} of the {human(total)} PyTorch sees on the"
         f" {c.label}, the weights, non-torch memory, activation peak and CUDA graphs paid inside it"
     )
-    lines = {"total": total, "requested": requested, "weights": weight, "non_torch": non_torch,
-             "activation_peak": activation_peak, "cuda_graphs": cuda_graphs, "cache": cache}  # fmt: skip
+    lines = {
+        "total": total,
+        "requested": requested,
+        "weights": weight,
+        "non_torch": non_torch,
+        "activation_peak": activation_peak,
+        "cuda_graphs": cuda_graphs,
+        "cache": cache,
+    }
     return Budget("vllm", rule, cache, lines, card_key, share)
 
 
@@ -327,6 +336,9 @@ def transformers(
 def llama_cpp(context: int, bytes_per_token: int) -> Budget:
     """llama.cpp's KV cache: the context it is given (all slots together) times the bytes per
     token of its cache types, whatever the card."""
-    rule = f"llama.cpp: the {context:,}-token context it is given (-c), at {bytes_per_token:,} B a token"
+    rule = (
+        f"llama.cpp: the {context:,}-token context it is given (-c), at {bytes_per_token:,} B"
+        " a token"
+    )
     cache = context * bytes_per_token
     return Budget("llama-cpp", rule, cache, {"context": context, "cache": cache})

@@ -170,7 +170,9 @@ class PeakMemory:
         self.reserved = max(self.reserved, got["reserved"])
         return {"allocated": self.allocated, "reserved": self.reserved, "device": self.device.type}
 
-    def report(self, paper: int | None = None, what: str = "", sized_to_card: str = "") -> dict[str, Any]:
+    def report(
+        self, paper: int | None = None, what: str = "", sized_to_card: str = ""
+    ) -> dict[str, Any]:
         """Print the step's peak (beside its sum on paper, when given) and whether it fits a 24 GB
         card; return it for the results file: allocated, reserved, device, fits_24gb (and paper).
 

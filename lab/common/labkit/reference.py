@@ -49,8 +49,10 @@ def reference_logits(
             v = up[..., d.head_dim :]
             scale = (d.head_dim + d.rope_dim) ** -0.5
         else:
-            q, k, v = mm(h, w["qkv"]).view(t, -1, d.head_dim).split(
-                [d.heads, d.kv_heads, d.kv_heads], dim=1
+            q, k, v = (
+                mm(h, w["qkv"])
+                .view(t, -1, d.head_dim)
+                .split([d.heads, d.kv_heads, d.kv_heads], dim=1)
             )
             if d.qk_norm:
                 q, k = norm(q, w["qn"]), norm(k, w["kn"])

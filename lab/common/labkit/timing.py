@@ -195,6 +195,23 @@ def time_wall(
     return Spread.of(samples)
 
 
+def copy_bandwidth(device: Any, nbytes: int, repeats: int = 10, warmup: int = 2) -> Spread:
+    """Bytes read plus bytes written per second by a device-to-device copy of `nbytes` bytes
+    (bf16), timed by time_gpu; the two buffers are handed back before it returns."""
+    import torch
+
+    def measure() -> Spread:
+        src = torch.randn(nbytes // 2, dtype=torch.bfloat16, device=device)
+        dst = torch.empty_like(src)
+        return time_gpu(lambda: dst.copy_(src), device, repeats=repeats, warmup=warmup)
+
+    seconds = measure()  # its buffers are gone once it returns
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    result: Spread = derive(seconds, lambda s: 2 * nbytes / s)
+    return result
+
+
 _SIDE_STREAMS: dict[Any, Any] = {}
 
 
