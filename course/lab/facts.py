@@ -143,11 +143,15 @@ class Model(_Strict):
     yarn_context: Fact | None = None
 
 
-class Engine(_Strict):
-    """How an engine plans its memory: the rule in words, and its defaults as facts."""
+class _WithFacts(BaseModel):
+    """A table whose own keys are declared and whose other keys are each a Fact."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
     __pydantic_extra__: dict[str, Fact] = Field(init=False)
+
+
+class Engine(_WithFacts):
+    """How an engine plans its memory: the rule in words, and its defaults as facts."""
 
     name: str
     rule: str
@@ -160,11 +164,8 @@ class Engine(_Strict):
     """The release it was read in, where one matters."""
 
 
-class Crosscheck(_Strict):
+class Crosscheck(_WithFacts):
     """A published log whose own answer an engine's rule must give."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    __pydantic_extra__: dict[str, Fact] = Field(init=False)
 
     engine: str
     card: str
