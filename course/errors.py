@@ -2,6 +2,7 @@
 
     CourseError                 anything the CLI reports as a message, not a traceback
      ├── LabError               a lab.yml that cannot be used (names the file, the step, the field)
+     │    └── FactsError        the course's facts file that cannot be used (names the key)
      ├── RunError               a run that stopped (names the lab file, the step, what was expected)
      │    ├── StepFailed        one step failed: exit code, timeout, service, capture
      │    ├── CaptureMiss       a capture that found nothing (run/capture.py; becomes StepFailed)
@@ -36,6 +37,11 @@ class LabError(CourseError):
         lines = "\n".join(f"  - {p}" for p in problems)
         noun = "problem" if len(problems) == 1 else "problems"
         super().__init__(f"{path}: {len(problems)} {noun}:\n{lines}")
+
+
+class FactsError(LabError):
+    """The course's facts file (lab/common/labkit/facts.toml) that cannot be used; lists every
+    problem, each naming its key."""
 
 
 class RunError(CourseError):

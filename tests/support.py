@@ -57,6 +57,8 @@ def make_project(dst: Path) -> Path:
         if "lesson:" in page.read_text(encoding="utf-8").split("\n---", 1)[0]:
             page.unlink()
     shutil.copytree(SITE_FIXTURE, dst, ignore=_IGNORE, dirs_exist_ok=True)
+    # the course's facts (prices, cards) and the lab kit, as in the repository
+    shutil.copytree(REPO / "lab" / "common", dst / "lab" / "common", ignore=_IGNORE)
     return dst
 
 

@@ -36,8 +36,9 @@ class LoadedLab(BaseModel):
 
     @property
     def included(self) -> dict[str, Path]:
-        """The files `include:` names, by the name they take in the lab folder."""
-        return {Path(rel).name: (self.folder / rel).resolve() for rel in self.lab.include}
+        """The files `include:` names, by the name they take in the lab folder: a file by its
+        name, each file of a folder under the folder's name (`labkit/timing.py`)."""
+        return included_files(self.folder, self.lab.include)
 
     def sources(self) -> dict[str, Path]:
         """Every file a run starts from: the lab folder's own, then the included ones."""
@@ -54,6 +55,19 @@ def _display(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def included_files(folder: Path, include: list[str]) -> dict[str, Path]:
+    """What `include:` brings into a lab folder: name in the folder -> the file it copies."""
+    found: dict[str, Path] = {}
+    for rel in include:
+        target = (folder / rel).resolve()
+        if target.is_dir():
+            for name in lab_files(target):
+                found[f"{target.name}/{name}"] = target / name
+        else:
+            found[target.name] = target
+    return found
 
 
 def load_lab(path: Path) -> LoadedLab:
@@ -78,8 +92,14 @@ def load_lab(path: Path) -> LoadedLab:
     problems = []
     if lab.lesson != path.parent.name:
         problems.append(f"lesson: '{lab.lesson}' differs from its folder name '{path.parent.name}'")
-    problems += _check_includes(lab.include, path.parent, node)
-    extra = [Path(rel).name for rel in lab.include]
+    bad_includes = _check_includes(lab.include, path.parent, node)
+    problems += bad_includes
+    # names the inputs may match: an include in error is matched by its name alone
+    extra = (
+        [Path(rel).name for rel in lab.include]
+        if bad_includes
+        else list(included_files(path.parent, lab.include))
+    )
     for index, step in enumerate(lab.steps):
         for pattern, matched in expand_inputs(path.parent, step.inputs or [], extra).items():
             if not matched:
@@ -93,23 +113,41 @@ def load_lab(path: Path) -> LoadedLab:
     return LoadedLab(lab=lab, path=path)
 
 
+COMMON = "common"
+"""`lab/common/`: the folders every lab may include (the lab kit)."""
+
+
 def _check_includes(include: list[str], folder: Path, node: yaml.Node | None) -> list[str]:
-    """Each included file must exist in another lab of the same `lab/` folder, and not shadow
-    one."""
+    """Each include names a file of another lab of the same `lab/` folder, or a folder of
+    `lab/common/`, and shadows nothing of the lab's own."""
     problems = []
     labs = folder.parent.resolve()
     own = set(lab_files(folder))
     for index, rel in enumerate(include):
         line = _line_of(node, ("include", index))
         target = (folder / rel).resolve()
+        name = target.name
         if not target.is_relative_to(labs) or target.is_relative_to(folder.resolve()):
-            problems.append(f"{line}include: '{rel}' must name a file of another lab under lab/")
+            problems.append(
+                f"{line}include: '{rel}' must name a file of another lab under lab/, or a folder"
+                " of lab/common/"
+            )
+        elif target.is_dir():
+            if target.parent != labs / COMMON:
+                problems.append(
+                    f"{line}include: '{rel}' is a folder: only a folder of lab/common/ may be"
+                    " included (a file of another lab may)"
+                )
+            elif not lab_files(target):
+                problems.append(f"{line}include: '{rel}' is an empty folder ({target})")
+            elif any(f == name or f.startswith(f"{name}/") for f in own):
+                problems.append(
+                    f"{line}include: '{rel}' would replace the lab's own {name}/; rename one"
+                )
         elif not target.is_file():
             problems.append(f"{line}include: '{rel}' is not a file ({target} does not exist)")
-        elif target.name in own:
-            problems.append(
-                f"{line}include: '{rel}' would replace the lab's own {target.name}; rename one"
-            )
+        elif name in own:
+            problems.append(f"{line}include: '{rel}' would replace the lab's own {name}; rename one")
     return problems
 
 

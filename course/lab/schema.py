@@ -280,10 +280,13 @@ class Lab(_Strict):
     cpu_args: str | None = Field(default=None, examples=["--device cpu --tiny"])
     """Arguments that let a GPU step's Python script run on a CPU in seconds with shrunk models
     (e.g. `--device cpu --tiny`); START-HERE.md shows each GPU step with them, to try it first."""
-    include: list[str] = Field(default=[], examples=[["../kv-cache/decoder.py"]])
-    """Files of another lesson's lab that this lab uses, as paths from this lab's folder (e.g.
-    `../kv-cache/decoder.py`): each run copies them into the scratch folder by file name, step
-    hashes count them, and the lesson zip carries them. Shared code lives once in the repository."""
+    include: list[str] = Field(default=[], examples=[["../common/labkit", "../kv-cache/story.py"]])
+    """What this lab uses from outside its folder, as paths from it: a folder of `lab/common/`
+    (`../common/labkit`, the lab kit), which keeps its name (`labkit/`), or a file of another
+    lesson's lab (`../kv-cache/story.py`), which keeps its file name. Each run copies them into
+    the scratch folder, a step's `inputs` match their files by those names (`labkit/*.py`), step
+    hashes count them, and the lesson zip carries them, so a learner's copy runs on its own.
+    Shared code lives once in the repository."""
     steps: list[Step] = Field(min_length=1, examples=[[{"id": "size", "run": "python3 size.py"}]])
     """The steps, run in order: each has exactly one of `run`, `start` or `stop` (below)."""
 

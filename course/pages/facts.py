@@ -2,7 +2,8 @@
 
 reading time   words of prose (code and terminal output left out) at 200 words a minute
 hands-on time  the record's step seconds + lab.yml's setup.install_seconds + download_seconds
-cost           hands-on hours × each price per hour of the record's GPU in docs/data/prices.yml
+cost           hands-on hours × each price per hour of the record's GPU, from the course's facts
+               (lab/common/labkit/facts.toml: cards.<card>.prices, found by the card's name)
 """
 
 from __future__ import annotations
@@ -10,19 +11,16 @@ from __future__ import annotations
 import html
 import math
 import re
-from datetime import date
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from ..errors import PageError
+from ..lab.facts import FACTS_FILE, Price, load_facts
 from ..lab.load import LoadedLab
 from ..record.models import Run
 from .format import day, duration, minutes_text, money
 
 WORDS_PER_MINUTE = 200
-PRICES_FILE = Path("docs/data/prices.yml")
 # fences may be indented (a listing inside an admonition)
 _CODE = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?^[ \t]*\1\s*$", re.MULTILINE | re.DOTALL)
 _PRE = re.compile(r"<pre\b.*?</pre>", re.DOTALL | re.IGNORECASE)
@@ -31,27 +29,8 @@ _TAG = re.compile(r"<[^>]+>")
 _WORD = re.compile(r"[A-Za-z0-9][\w'’.,-]*")
 
 
-class Price(BaseModel):
-    """One public price per GPU-hour, with where and when it was read."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    provider: str
-    """Who rents the GPU at this price."""
-    offer: str = ""
-    """The offer's name, such as an instance type."""
-    per_hour: float = Field(gt=0)
-    """Price of one GPU for one hour."""
-    currency: str = "USD"
-    """ISO currency code."""
-    date: date
-    """When the price was read."""
-    source: str
-    """Where the price was read (a URL)."""
-
-
 class Prices(BaseModel):
-    """docs/data/prices.yml: prices per GPU name, as the record's host.gpu.name spells it."""
+    """Prices per GPU name, as the record's host.gpu.name spells it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -59,16 +38,12 @@ class Prices(BaseModel):
 
 
 def load_prices(root: Path) -> Prices:
-    """Read the price file; PageError naming the file and every problem in it."""
-    path = root / PRICES_FILE
-    if not path.is_file():
+    """The prices of every card in the course's facts, by the name nvidia-smi gives the card
+    (none when the project has no facts file); FactsError naming the key of a wrong one."""
+    if not (root / FACTS_FILE).is_file():
         return Prices(gpus={})
-    try:
-        return Prices.model_validate(
-            yaml.safe_load(path.read_text(encoding="utf-8")) or {"gpus": {}}
-        )
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise PageError(f"{PRICES_FILE}: not a price file: {exc}") from None
+    cards = load_facts(root).cards.values()
+    return Prices(gpus={c.name: list(c.prices.values()) for c in cards if c.prices})
 
 
 def prose_words(markdown: str) -> int:
@@ -158,7 +133,7 @@ def cost_text(prices: Prices, gpu: str | None, seconds: float) -> tuple[str, lis
     count = int(gpu.split(" × ")[0]) if " × " in gpu else 1
     found = prices.gpus.get(base, [])
     if not found:
-        return f"no price on file for {base} (add one to {PRICES_FILE})", []
+        return f"no price on file for {base} (add one to {FACTS_FILE}, cards.<card>.prices)", []
     currency = found[0].currency
     rates = sorted(p.per_hour * count for p in found if p.currency == currency)
     hours = seconds / 3600

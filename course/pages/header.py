@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 
+from ..lab.facts import Price
 from ..lab.files import lab_files
 from . import facts
 from .context import PageContext
@@ -91,7 +92,7 @@ def lesson_header(page: PageContext, markdown: str) -> str:
     return header
 
 
-def _price_sources(prices: list[facts.Price]) -> str:
+def _price_sources(prices: list[Price]) -> str:
     if not prices:
         return ""
     items = ", ".join(

@@ -124,6 +124,21 @@ def _number(shown: str, q: Quantity, unit: str | None, percent: bool) -> tuple[f
     return q.value, q.unit
 
 
+def shown_number(
+    name: str, q: Quantity, unit: str | None, decimals: int | None, percent: bool, times: bool,
+    show_unit: bool, separators: bool,
+) -> str:  # fmt: skip
+    """A quantity as value() and fact() show it: converted, with its decimals and unit."""
+    number, shown_unit = _number(name, q, unit, percent)
+    suffix = "" if shown_unit == "none" or not show_unit else f"\u00a0{shown_unit}"
+    if percent:
+        suffix = "\u00a0%"
+    if times:
+        suffix = "\u00a0×"
+    places = decimals_for(number) if decimals is None else _int_option("decimals", decimals)
+    return format_number(number, places, separators) + suffix
+
+
 @macro
 def value(
     ctx: PageContext, expression: str, unit: str | None = None, decimals: int | None = None,
@@ -134,19 +149,12 @@ def value(
     if q.text is not None:
         shown = html.escape(q.text)
     else:
-        number, shown_unit = _number(repr(expression), q, unit, percent)
+        shown = shown_number(
+            repr(expression), q, unit, decimals, percent, times, show_unit, separators
+        )
         if q.spread is not None and not (percent or times):
+            shown_unit = _number(repr(expression), q, unit, percent)[1]
             note = f"; {spread_note(q.spread, q.unit, shown_unit)}"
-        suffix = "" if shown_unit == "none" or not show_unit else f"\u00a0{shown_unit}"
-        if percent:
-            suffix = "\u00a0%"
-        if times:
-            suffix = "\u00a0×"
-        if decimals is None:
-            places = decimals_for(number)
-        else:
-            places = _int_option("decimals", decimals)
-        shown = format_number(number, places, separators) + suffix
     sources = " ".join(f"{ctx.run.run_id}/{s}" for s in q.sources)
     expr = ""
     if q.sources != (expression.strip(),):

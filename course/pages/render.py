@@ -18,6 +18,7 @@ import jinja2
 
 from ..record.models import Run
 from . import facts
+from . import facts_macro as _facts_macro  # noqa: F401 - registers fact()
 from . import freshness as _freshness  # noqa: F401 - registers freshness(), run_histories()
 from . import history as _history  # noqa: F401 - registers provenance() and run_history()
 from . import install as _install  # noqa: F401 - registers get_files()

@@ -5,7 +5,21 @@ from __future__ import annotations
 from typing import Literal
 
 Unit = Literal[
-    "B", "KiB", "MiB", "GiB", "GB", "ms", "s", "tok/s", "tok", "GB/s", "TB/s", "%", "none"
+    "B",
+    "KiB",
+    "MiB",
+    "GiB",
+    "GB",
+    "ms",
+    "s",
+    "tok/s",
+    "tok",
+    "GB/s",
+    "TB/s",
+    "FLOP/s",
+    "TFLOP/s",
+    "%",
+    "none",
 ]
 
 # unit -> (dimension, factor to the dimension's base unit)
@@ -21,6 +35,8 @@ SCALE: dict[str, tuple[str, float]] = {
     "tok": ("tokens", 1.0),
     "GB/s": ("bandwidth", 1e9),
     "TB/s": ("bandwidth", 1e12),
+    "FLOP/s": ("arithmetic", 1.0),
+    "TFLOP/s": ("arithmetic", 1e12),
     "%": ("percent", 1.0),
     "none": ("none", 1.0),
 }

@@ -132,8 +132,8 @@ class Host(Protocol):
     def workspace(
         self, folder: Path, lesson: str, included: Mapping[str, Path]
     ) -> AbstractContextManager[Workspace]:
-        """A fresh copy of the lab folder (plus the files it includes, by name) on the host,
-        removed afterwards."""
+        """A fresh copy of the lab folder (plus the files it includes, by their names in it:
+        `shared.py`, `labkit/timing.py`) on the host, removed afterwards."""
 
 
 class Target(Protocol):
@@ -217,6 +217,7 @@ class LocalHost:
             try:
                 shutil.copytree(folder, scratch, ignore=copy_ignore, symlinks=True)
                 for name, source in included.items():
+                    (scratch / name).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(source, scratch / name)
                 yield LocalWorkspace(scratch, parent)
             finally:
