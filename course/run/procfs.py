@@ -17,7 +17,8 @@ LISTEN = "0A"
 def stat_fields(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name (state first), or None when gone."""
     try:
-        stat = (PROC / str(pid) / "stat").read_text()
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            stat = fh.read()
     except OSError:
         return None
     # the command name is in parentheses and may itself hold spaces and parentheses
@@ -39,16 +40,48 @@ def boot_id() -> str:
         return ""
 
 
+def pids() -> list[int]:
+    """Every process id in /proc."""
+    return [int(name) for name in os.listdir(PROC) if name.isdigit()]
+
+
 def processes() -> list[tuple[int, str, int, int]]:
     """Every process as (pid, state, parent pid, process group)."""
     found = []
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = stat_fields(int(entry.name))
+    for pid in pids():
+        fields = stat_fields(pid)
         if fields:
-            found.append((int(entry.name), fields[0], int(fields[1]), int(fields[2])))
+            found.append((pid, fields[0], int(fields[1]), int(fields[2])))
     return found
+
+
+def environ(pid: int) -> bytes:
+    """A process's environment as it was when it started, NUL-separated (b'' when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return b"\0" + fh.read()
+    except OSError:  # gone, or another user's
+        return b""
+
+
+def marked(name: str, value: str, prefix: bool = False) -> list[int]:
+    """Live processes whose environment sets `name` to `value` (or to a value starting with it,
+    with `prefix`), and every live descendant of theirs, whatever its process group or session:
+    a child that cleared its environment is still found through its parent."""
+    table = [row for row in processes() if row[1] not in "ZX"]
+    entry = b"\0" + f"{name}={value}".encode() + (b"" if prefix else b"\0")
+    me = os.getpid()
+    found = {pid for pid, *_ in table if pid != me and entry in environ(pid) + b"\0"}
+    children: dict[int, list[int]] = {}
+    for pid, _, parent, _ in table:
+        children.setdefault(parent, []).append(pid)
+    todo = list(found)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return sorted(found)
 
 
 def group_members(pgid: int) -> list[int]:

@@ -70,6 +70,9 @@ class Process(Protocol):
     def wait(self, timeout: float) -> int | None:
         """Wait up to timeout seconds for the exit; the exit status or None."""
 
+    stragglers: list[str]
+    """After `end`: the processes outside its group that it had to end, as 'pid N (command)'."""
+
     def end(self, grace: float = 3.0) -> None:
         """End the whole process group (SIGTERM, SIGKILL after grace) and collect the output."""
 
