@@ -23,8 +23,16 @@ from typing import Any
 
 from ..errors import RunError
 from ..record.store import Store
-from .process import MARK, kill_all, kill_group
-from .procfs import boot_id, command_line, group_members, marked, start_time
+from .procfs import (
+    MARK,
+    boot_id,
+    command_line,
+    group_members,
+    kill_all,
+    kill_group,
+    marked,
+    start_time,
+)
 
 LOCK = ".lock"
 GRACE = 3.0

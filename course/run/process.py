@@ -25,7 +25,6 @@ import errno
 import fcntl
 import os
 import select
-import signal
 import struct
 import subprocess
 import termios
@@ -38,21 +37,27 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from .procfs import command_line, group_members, marked, processes, start_time, stat_fields
+    from .procfs import (
+        MARK,
+        end_marked,
+        group_members,
+        kill_group,
+        reap_group,
+        start_time,
+    )
 except ImportError:  # on a remote host, a plain script next to procfs.py
     from procfs import (  # type: ignore[no-redef,import-not-found]
-        command_line,
+        MARK,
+        end_marked,
         group_members,
-        marked,
-        processes,
+        kill_group,
+        reap_group,
         start_time,
-        stat_fields,
     )
 
+__all__ = ["group_members"]  # the tests and the bench import it from here
+
 COLUMNS, ROWS = 100, 50
-MARK = "COURSE_MARK"
-"""The variable in every command's environment that names its `Proc`: `<runner pid>.<runner start
-time>.<random>`."""
 KEEP_HEAD = 500_000
 KEEP_TAIL = 1_500_000
 """Characters of a command's output kept from its start and from its end."""
@@ -89,7 +94,7 @@ WATCHER = "course-tether"
 _GUARD = r"""
 trap '' INT HUP TERM
 read -r word
-[ "$word" = kept ] || rm -rf -- "$1"
+[ "$word" = kept ] || { chmod -R u+rwx -- "$1"; rm -rf -- "$1"; } 2>/dev/null
 """
 GUARD = "course-guard"
 
@@ -323,52 +328,6 @@ def end_tied(
         os.close(tie)
 
 
-def end_marked(mark: str, pgid: int, grace: float = 3.0) -> list[str]:
-    """End the live processes carrying a mark (and their descendants) outside group `pgid`; each
-    as 'pid N (command)'. Looks again after ending them, for what they started meanwhile."""
-    ended: list[str] = []
-    for _ in range(3):
-        found = [pid for pid in marked(MARK, mark) if pid != pgid]
-        if not found:
-            break
-        ended += [f"pid {pid} ({command_line(pid) or '?'})" for pid in found]
-        kill_all(found, grace)
-    return ended
-
-
-def kill_all(pids: list[int], grace: float = 3.0) -> None:
-    """SIGTERM these processes, SIGKILL whichever is left after grace seconds, and collect those
-    that were left to us (see `become_subreaper`)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 2.0)
-        while pids and time.monotonic() < deadline:
-            _collect(pids)
-            pids = [pid for pid in pids if _alive(pid)]
-            if pids:
-                time.sleep(0.02)
-        if not pids:
-            return
-
-
-def _alive(pid: int) -> bool:
-    fields = stat_fields(pid)
-    return fields is not None and fields[0] not in "ZX"
-
-
-def _collect(pids: list[int]) -> None:
-    """Reap those of these processes that are our exited children."""
-    for pid in pids:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-
-
 def become_subreaper() -> None:
     """Adopt our descendants orphaned by their parent (Linux), so that `reap_group` can collect
     them instead of leaving zombies to an init that may never reap them."""
@@ -379,18 +338,6 @@ def become_subreaper() -> None:
         libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except (ImportError, OSError, AttributeError):
         pass  # not Linux (or no ctypes): orphans go to init, as usual
-
-
-def reap_group(pgid: int) -> None:
-    """Collect the exited processes of an ended group that were left to us (see
-    `become_subreaper`); the group's leader is its Popen's to collect."""
-    me = os.getpid()
-    for pid, state, parent, group in processes():
-        if group == pgid and parent == me and state == "Z" and pid != pgid:
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
 
 
 @contextlib.contextmanager
@@ -421,25 +368,3 @@ def removed_if_we_die(folder: Path) -> Iterator[None]:
             pass
         os.close(write_end)
         guard.wait()
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group is still there (zombies do not count)."""
-    return bool(group_members(pgid))
-
-
-def kill_group(pgid: int, grace: float = 3.0) -> None:
-    """SIGTERM a process group, and SIGKILL whatever of it is left after grace seconds."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not group_alive(pgid):
-            return
-        time.sleep(0.02)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return

@@ -1,4 +1,5 @@
-"""What `/proc` says about processes: start times, process groups, zombies, who listens on a port.
+"""What `/proc` says about processes: start times, process groups, zombies, who listens on a port;
+and ending processes found there, by process group or by the mark in their environment.
 
 Standard library only: for a run on a remote host this file is copied there with the supervisor
 and `process.py`, so the same code reads the host's `/proc`.
@@ -7,9 +8,14 @@ and `process.py`, so the same code reads the host's `/proc`.
 from __future__ import annotations
 
 import os
+import signal
+import time
 from pathlib import Path
 
 PROC = Path("/proc")
+MARK = "COURSE_MARK"
+"""The variable in every step command's environment that names its `process.Proc`:
+`<runner pid>.<runner start time>.<random>`."""
 LISTEN = "0A"
 """The state of a listening socket in /proc/net/tcp."""
 
@@ -179,3 +185,83 @@ def local_port(url: str) -> int | None:
         except OSError:
             return None
     return port
+
+
+def end_marked(mark: str, pgid: int, grace: float = 3.0) -> list[str]:
+    """End the live processes carrying a mark (and their descendants) outside group `pgid`; each
+    as 'pid N (command)'. Looks again after ending them, for what they started meanwhile."""
+    ended: list[str] = []
+    for _ in range(3):
+        found = [pid for pid in marked(MARK, mark) if pid != pgid]
+        if not found:
+            break
+        ended += [f"pid {pid} ({command_line(pid) or '?'})" for pid in found]
+        kill_all(found, grace)
+    return ended
+
+
+def kill_all(pids: list[int], grace: float = 3.0) -> None:
+    """SIGTERM these processes, SIGKILL whichever is left after grace seconds, and collect those
+    that were left to us (see `become_subreaper`)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 2.0)
+        while pids and time.monotonic() < deadline:
+            _collect(pids)
+            pids = [pid for pid in pids if _alive(pid)]
+            if pids:
+                time.sleep(0.02)
+        if not pids:
+            return
+
+
+def _alive(pid: int) -> bool:
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] not in "ZX"
+
+
+def _collect(pids: list[int]) -> None:
+    """Reap those of these processes that are our exited children."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def reap_group(pgid: int) -> None:
+    """Collect the exited processes of an ended group that were left to us (see
+    `become_subreaper`); the group's leader is its Popen's to collect."""
+    me = os.getpid()
+    for pid, state, parent, group in processes():
+        if group == pgid and parent == me and state == "Z" and pid != pgid:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still there (zombies do not count)."""
+    return bool(group_members(pgid))
+
+
+def kill_group(pgid: int, grace: float = 3.0) -> None:
+    """SIGTERM a process group, and SIGKILL whatever of it is left after grace seconds."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not group_alive(pgid):
+            return
+        time.sleep(0.02)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
