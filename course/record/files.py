@@ -53,21 +53,22 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def describe(exc: OSError) -> str:
-    """An OSError as a clause naming its path, and for a full disk how much room is left there:
-    'build/x/.tmp-y/run.json: No space left on device (the file system holding build/x has 0
-    bytes free)'."""
-    where = f"{exc.filename}: " if exc.filename else ""
+def describe(exc: OSError, path: Path | None = None) -> str:
+    """An OSError as a clause naming its path (or `path`, for an error that names none), and for
+    a full disk where and how much room is left: 'build/x/.tmp-y/run.json: No space left on
+    device (the file system mounted at / is full: 0 bytes free)'."""
+    named = os.fsdecode(exc.filename) if exc.filename else (str(path) if path else None)
+    where = f"{named}: " if named else ""
     said = f"{where}{exc.strerror or exc}"
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT) and exc.filename:
-        folder = Path(os.fsdecode(exc.filename))
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT) and named:
+        mount = Path(named)
+        while not (mount.is_dir() and os.path.ismount(mount)) and mount != mount.parent:
+            mount = mount.parent
         try:
-            free = shutil.disk_usage(folder).free
+            free = shutil.disk_usage(mount).free
         except OSError:
             return said
-        said += f" (the file system holding {folder} has {free:,} bytes free)"
+        said += f" (the file system mounted at {mount} is full: {free:,} bytes free)"
     return said
 
 

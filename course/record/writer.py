@@ -29,12 +29,12 @@ from .store import Store
 
 
 @contextlib.contextmanager
-def writing(what: str) -> Iterator[None]:
-    """Turn an OSError met while writing `what` into a RecordError that names it."""
+def writing(what: str, path: Path) -> Iterator[None]:
+    """Turn an OSError met while writing `what` (at `path`) into a RecordError that names it."""
     try:
         yield
     except OSError as exc:
-        raise RecordError(f"could not write {what}: {describe(exc)}") from None
+        raise RecordError(f"could not write {what}: {describe(exc, path)}") from None
 
 
 class RunWriter:
@@ -45,20 +45,25 @@ class RunWriter:
         self.record = record
         self.final = store.lesson_dir(record.lesson) / record.run_id
         self.folder = store.lesson_dir(record.lesson) / f"{TMP_PREFIX}{record.run_id}"
-        with writing(f"the record of run {record.run_id}"):
+        with writing(f"the record of run {record.run_id}", self.folder):
             self.folder.mkdir(parents=True)
-            (self.folder / "steps").mkdir()
-        self.save()
+        try:
+            with writing(f"the record of run {record.run_id}", self.folder / "steps"):
+                (self.folder / "steps").mkdir()
+            self.save()
+        except RecordError:
+            self.discard()  # nothing of it is left for the next run to salvage
+            raise
 
     def save(self) -> None:
         """Write run.json as it stands (after each step, so a killed run keeps what it did)."""
-        with writing(f"the record of run {self.record.run_id}"):
+        with writing(f"the record of run {self.record.run_id}", self.folder / RUN_FILE):
             write_atomic(self.folder / RUN_FILE, dump_json(self.record.model_dump(mode="json")))
 
     def write_transcript(self, step_id: str, text: str) -> str:
         """Store a step's transcript; returns its path inside the run."""
         rel = f"steps/{step_id}.txt"
-        with writing(f"the transcript of step '{step_id}'"):
+        with writing(f"the transcript of step '{step_id}'", self.folder / rel):
             write_atomic(self.folder / rel, text)
         return rel
 
@@ -85,7 +90,7 @@ class RunWriter:
     def copy_step(self, old: Run, step_id: str) -> None:
         """Bring a reused step's transcript and files over from the run that made them."""
         step = old.record.step(step_id)
-        with writing(f"step '{step_id}', reused from {old.run_id}"):
+        with writing(f"step '{step_id}', reused from {old.run_id}", self.folder):
             if step.transcript:
                 shutil.copyfile(old.inside(step.transcript), self.folder / f"steps/{step_id}.txt")
             source = old.folder / "files" / step_id
@@ -98,7 +103,7 @@ class RunWriter:
         self.record.failure = failure
         self.record.ended = now_iso()
         self.save()
-        with writing(f"the record of run {self.record.run_id}"):
+        with writing(f"the record of run {self.record.run_id}", self.final):
             os.replace(self.folder, self.final)
         return Run(self.record, self.final)
 

@@ -154,7 +154,7 @@ class Display:
             first, *middle, last = text.split("\n")
             part.add(first)
             lines.append((prefix, part.take()))
-            lines.extend((prefix, line) for line in middle)
+            lines.extend((prefix, _shorten(line)) for line in middle)
             count += 1 + len(middle)
             part.add(last)
         self._show(list(lines), count - len(lines))
@@ -165,7 +165,7 @@ class Display:
         text = Text()
         if skipped:
             text.append(f"[... {skipped:,} lines not shown here ...]\n", style="dim")
-        shown = self.redact(clean("\n".join(_shorten(line) for _, line in lines)))
+        shown = self.redact(clean("\n".join(line for _, line in lines)))
         for (prefix, _), line in zip(lines, shown.split("\n"), strict=False):
             if prefix:
                 text.append(prefix, style="magenta")

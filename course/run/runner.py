@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..errors import RecordError, RunError, StepFailed
+from ..errors import CourseError, RecordError, RunError, StepFailed
 from ..lab.load import LoadedLab, load_lab
 from ..lab.schema import step_command, step_kind
 from ..record.files import describe, now_iso
@@ -191,7 +191,10 @@ def _run_on(
                     failure = Failure(step=_current(record), message=f"interrupted ({exc})")
                     raise
                 except BaseException as exc:
-                    message = redact(f"{type(exc).__name__}: {exc}")
+                    said = (
+                        str(exc) if isinstance(exc, CourseError) else f"{type(exc).__name__}: {exc}"
+                    )
+                    message = redact(said)
                     failure = Failure(step=_current(record), message=message)
                     raise
                 finally:
@@ -237,7 +240,9 @@ def _finish(writer: RunWriter, status: RunStatus, failure: Failure | None = None
         return writer.finish(status, failure)
     except RecordError as exc:
         writer.discard()
-        why = f" It had failed: {failure.message}" if failure else ""
+        why = (
+            f" It had failed: {failure.message}" if failure and failure.message != str(exc) else ""
+        )
         raise RunError(
             f"{exc}. The run {writer.record.run_id} is not recorded: its unfinished folder "
             f"{writer.folder} was removed; earlier runs are untouched.{why}"
