@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunError
+from ..record.files import describe
 from ..record.store import Store
 from .procfs import (
     MARK,
@@ -106,8 +107,11 @@ class RunLock:
     def _write(self) -> None:
         # the file itself carries the flock: rewritten in place, not replaced
         data = self.holder.dump().encode()
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, data, 0)
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, data, 0)
+        except OSError as exc:
+            raise RunError(f"could not write the lock {describe(exc, self.path)}") from None
 
 
 def _take(path: Path, lesson: str) -> int:
