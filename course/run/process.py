@@ -148,14 +148,18 @@ class OutputLog:
         how much was left out."""
         with self._lock:
             if self._joined is None:
-                gap = ""
+                gap, tail = "", "".join(self._tail)
                 if self.dropped:
+                    chars, lines = self.dropped, self.dropped_lines
+                    cut = tail.find("\n", 0, 4096)  # the end kept starts with a whole line
+                    if cut >= 0:
+                        chars, lines, tail = chars + cut + 1, lines + 1, tail[cut + 1 :]
                     gap = (
-                        f"\n[... {self.dropped:,} characters ({self.dropped_lines:,} lines) of "
-                        f"output not kept here: a transcript keeps the first {KEEP_HEAD:,} and "
-                        f"the last {KEEP_TAIL:,} characters ...]\n"
+                        f"\n[... {chars:,} characters ({lines:,} lines) of output not kept "
+                        f"here: a transcript keeps the first {KEEP_HEAD:,} and the last "
+                        f"{KEEP_TAIL:,} characters ...]\n"
                     )
-                self._joined = "".join(self._head) + gap + "".join(self._tail)
+                self._joined = "".join(self._head) + gap + tail
             return self._joined
 
     @property

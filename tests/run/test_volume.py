@@ -33,14 +33,17 @@ def test_a_loud_step_is_kept_capped_and_shown_capped(project: Path, course: Cour
     (run,) = Store(project / "build").runs(LAB)
     text = run.transcript("loud")
     full = "x" * WIDE + "\n" + "".join(f"line {i}\n" for i in range(LINES))
-    dropped = len(full) - KEEP_HEAD - KEEP_TAIL
-    dropped_lines = full[KEEP_HEAD:-KEEP_TAIL].count("\n")
+    end = full[-KEEP_TAIL:]
+    cut = end.find("\n", 0, 4096)  # the end kept starts with a whole line, when one starts soon
+    end = end[cut + 1 :] if cut >= 0 else end
+    dropped = len(full) - KEEP_HEAD - len(end)
+    dropped_lines = full[KEEP_HEAD : -len(end)].count("\n")
     note = (
         f"[... {dropped:,} characters ({dropped_lines:,} lines) of output not kept here: a "
         "transcript keeps the first 500,000 and the last 1,500,000 characters ...]"
     )
     command = run.record.step("loud").command
-    assert text == f"lab $ {command}\n{full[:KEEP_HEAD]}\n{note}\n{full[-KEEP_TAIL:]}"
+    assert text == f"lab $ {command}\n{full[:KEEP_HEAD]}\n{note}\n{end}"
     # the console: the wide line cut once, most of the lines left out, and it says so
     shown = done.stderr
     assert f"{'x' * 2000} [... {WIDE - 2000:,} more characters]\n" in shown
