@@ -326,8 +326,10 @@ def end_tied(
         kill_group(popen.pid, grace)
         if popen.poll() is None:
             popen.wait(timeout=5)
+        if mark:
+            return end_marked(mark, popen.pid, grace)  # which collects the group too
         reap_group(popen.pid)
-        return end_marked(mark, popen.pid, grace) if mark else []
+        return []
     finally:
         os.close(tie)
 

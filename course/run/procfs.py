@@ -70,24 +70,47 @@ def environ(pid: int) -> bytes:
         return b""
 
 
-def marked(name: str, value: str, prefix: bool = False) -> list[int]:
+def marked(
+    name: str,
+    value: str,
+    prefix: bool = False,
+    table: list[tuple[int, str, int, int]] | None = None,
+    children: bool = False,
+) -> list[int]:
     """Live processes whose environment sets `name` to `value` (or to a value starting with it,
     with `prefix`), and every live descendant of theirs, whatever its process group or session:
-    a child that cleared its environment is still found through its parent."""
-    table = [row for row in processes() if row[1] not in "ZX"]
+    a child that cleared its environment is still found through its parent. With `children`,
+    only this process's children are read (a child subreaper's orphans come back to it)."""
+    rows = [row for row in (processes() if table is None else table) if row[1] not in "ZX"]
     entry = b"\0" + f"{name}={value}".encode() + (b"" if prefix else b"\0")
     me = os.getpid()
-    found = {pid for pid, *_ in table if pid != me and entry in environ(pid) + b"\0"}
-    children: dict[int, list[int]] = {}
-    for pid, _, parent, _ in table:
-        children.setdefault(parent, []).append(pid)
+    found = {
+        pid
+        for pid, _, parent, _ in rows
+        if pid != me and (parent == me or not children) and entry in environ(pid) + b"\0"
+    }
+    below: dict[int, list[int]] = {}
+    for pid, _, parent, _ in rows:
+        below.setdefault(parent, []).append(pid)
     todo = list(found)
     while todo:
-        for child in children.get(todo.pop(), []):
+        for child in below.get(todo.pop(), []):
             if child not in found:
                 found.add(child)
                 todo.append(child)
     return sorted(found)
+
+
+def is_subreaper() -> bool:
+    """Whether this process adopts its descendants' orphans (PR_GET_CHILD_SUBREAPER)."""
+    try:
+        import ctypes
+
+        flag = ctypes.c_int(0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value)
+    except (ImportError, OSError, AttributeError):
+        return False
 
 
 def group_members(pgid: int) -> list[int]:
@@ -188,11 +211,15 @@ def local_port(url: str) -> int | None:
 
 
 def end_marked(mark: str, pgid: int, grace: float = 3.0) -> list[str]:
-    """End the live processes carrying a mark (and their descendants) outside group `pgid`; each
-    as 'pid N (command)'. Looks again after ending them, for what they started meanwhile."""
+    """Once group `pgid` has ended: collect its exited processes left to us, and end the live
+    processes carrying a mark (and their descendants) outside it; each as 'pid N (command)'.
+    Looks again after ending them, for what they started meanwhile."""
     ended: list[str] = []
+    children = is_subreaper()  # then whatever left the group has come back to us by now
     for _ in range(3):
-        found = [pid for pid in marked(MARK, mark) if pid != pgid]
+        table = processes()
+        reap_group(pgid, table)
+        found = [pid for pid in marked(MARK, mark, table=table, children=children) if pid != pgid]
         if not found:
             break
         ended += [f"pid {pid} ({command_line(pid) or '?'})" for pid in found]
@@ -233,11 +260,11 @@ def _collect(pids: list[int]) -> None:
             pass
 
 
-def reap_group(pgid: int) -> None:
+def reap_group(pgid: int, table: list[tuple[int, str, int, int]] | None = None) -> None:
     """Collect the exited processes of an ended group that were left to us (see
     `become_subreaper`); the group's leader is its Popen's to collect."""
     me = os.getpid()
-    for pid, state, parent, group in processes():
+    for pid, state, parent, group in processes() if table is None else table:
         if group == pgid and parent == me and state == "Z" and pid != pgid:
             try:
                 os.waitpid(pid, os.WNOHANG)
