@@ -26,6 +26,7 @@ from .pages.lessons import placement_problems, scan
 from .pages.outline import OUTLINE, load_outline
 from .pages.plugin import LENIENT, STATE, report
 from .pages.render import hint, render_page
+from .record.models import run_order
 from .record.store import Store
 
 CONFIG = "mkdocs.yml"
@@ -222,7 +223,7 @@ def pinned_behind(root: Path) -> list[tuple[str, str, str]]:
     for entry in scan(root / "docs"):
         if entry.meta.lesson and entry.meta.run:
             newest = store.newest_good(entry.meta.lesson)
-            if newest is not None and newest.run_id > entry.meta.run:
+            if newest is not None and run_order(newest.run_id) > run_order(entry.meta.run):
                 behind.append((f"docs/{entry.src}", entry.meta.run, newest.run_id))
     return behind
 

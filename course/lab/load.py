@@ -15,9 +15,9 @@ from pydantic import (
 )
 
 from ..errors import LabError
-from .files import expand_inputs, lab_files
+from .files import expand_inputs, lab_files, link_loops
 from .keys import belongs, keys, mapping_at
-from .schema import Lab, suggest
+from .schema import NAME_LENGTH, Lab, suggest
 
 
 class LoadedLab(BaseModel):
@@ -85,6 +85,9 @@ def load_lab(path: Path) -> LoadedLab:
         raise LabError(shown, [f"{where}not valid YAML: {getattr(exc, 'problem', exc)}"]) from None
     if not isinstance(raw, dict):
         raise LabError(shown, ["expected a mapping with 'lesson', 'title', 'engine' and 'steps'"])
+    twice = _duplicate_keys(node)
+    if twice:  # YAML would keep the last one without a word
+        raise LabError(shown, twice)
     try:
         lab = Lab.model_validate(raw)
     except ValidationError as exc:
@@ -94,6 +97,13 @@ def load_lab(path: Path) -> LoadedLab:
         problems.append(f"lesson: '{lab.lesson}' differs from its folder name '{path.parent.name}'")
     bad_includes = _check_includes(lab.include, path.parent, node)
     problems += bad_includes
+    loops = [
+        f"{_display(path.parent / link)} is a link to '{to}', a folder that holds it: a loop, "
+        "which the inputs' globs would follow forever; remove it"
+        for link, to in link_loops(path.parent)
+    ]
+    if loops:  # before the globs below
+        raise LabError(shown, problems + loops)
     # names the inputs may match: an include in error is matched by its name alone
     extra = (
         [Path(rel).name for rel in lab.include]
@@ -151,6 +161,31 @@ def _check_includes(include: list[str], folder: Path, node: yaml.Node | None) ->
     return problems
 
 
+def _duplicate_keys(node: yaml.Node | None, where: str = "") -> list[str]:
+    """A sentence for every key written twice in one mapping: its line, its step, the first."""
+    problems = []
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            name = str(key.value)
+            line = key.start_mark.line + 1
+            if name in first:
+                problems.append(
+                    f"line {line}: {where}'{name}' appears twice (first on line {first[name]}); "
+                    "a key may appear once"
+                )
+            first.setdefault(name, line)
+            problems += _duplicate_keys(value, f"{where}{name}: ")
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            label = f"{where.removesuffix(': ')} #{index + 1}: "
+            if where == "steps: " and isinstance(item, yaml.MappingNode):
+                ids = [v.value for k, v in item.value if k.value == "id"]
+                label = f"step '{ids[0]}': " if ids else f"step #{index + 1}: "
+            problems += _duplicate_keys(item, label)
+    return problems
+
+
 def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
     """One validation error as a sentence naming the line, the step and the field."""
     # pydantic puts the union tag into the location; drop it unless it is the field itself
@@ -163,6 +198,8 @@ def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
         index = loc[1]
         raw_step = raw.get("steps", [])[index] if isinstance(raw.get("steps"), list) else {}
         step_id = raw_step.get("id") if isinstance(raw_step, dict) else None
+        if isinstance(step_id, str) and len(step_id) > NAME_LENGTH:
+            step_id = step_id[:32] + "..."
         where = f"step '{step_id}': " if step_id else f"step #{index + 1}: "
         rest = loc[2:]
     field = ".".join(str(p) for p in rest)
@@ -178,6 +215,12 @@ def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
     elif err["type"] == "string_pattern_mismatch":
         allowed = "'_'" if rest and rest[0] == "capture" else "'-'"
         message = f"{err['input']!r} is not a valid name (lowercase letters, digits and {allowed})"
+    elif err["type"] == "string_too_long":
+        limit = err["ctx"]["max_length"]
+        message = (
+            f"'{err['input'][:32]}...' is {len(err['input'])} characters long; at most {limit} "
+            "(it names files of the record)"
+        )
     elif err["type"] == "literal_error":
         message = f"{err['input']!r} is not one of the accepted values: {err['ctx']['expected']}"
     label = f"{field}: " if field else ""

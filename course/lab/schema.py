@@ -21,6 +21,8 @@ from ..record.units import Unit
 from .scales import Scaling, like_problems
 
 STEP_ID = r"^[a-z0-9][a-z0-9-]*$"
+NAME_LENGTH = 64
+"""The longest step id or lesson name: each names files and folders of the record."""
 VALUE_NAME = r"^[a-z_][a-z0-9_]*$"
 DEFAULT_TIMEOUT = 600.0
 # Files of a lab folder that are never inputs and never travel in a scratch copy.
@@ -111,8 +113,9 @@ class Ready(_Strict):
 
 
 class _StepBase(_Strict):
-    id: Annotated[str, Field(pattern=STEP_ID, examples=["decode-speed"])]
-    """The step's name: lowercase letters, digits and '-'; pages name values as `<id>.<value>`."""
+    id: Annotated[str, Field(pattern=STEP_ID, max_length=NAME_LENGTH, examples=["decode-speed"])]
+    """The step's name: lowercase letters, digits and '-', at most 64 of them; pages name values
+    as `<id>.<value>`."""
     title: str | None = Field(default=None, examples=["Decode speed against context length"])
     """One line saying what the step does (START-HERE.md, the page's terminal and the run's
     progress show it)."""
@@ -247,8 +250,8 @@ class Build(_Strict):
 class Lab(_Strict):
     """A lesson's lab: its engine packages and its steps, in order."""
 
-    lesson: Annotated[str, Field(pattern=STEP_ID, examples=["kv-cache"])]
-    """The lesson's name, the same as its folder under `lab/`."""
+    lesson: Annotated[str, Field(pattern=STEP_ID, max_length=NAME_LENGTH, examples=["kv-cache"])]
+    """The lesson's name, the same as its folder under `lab/` (at most 64 characters)."""
     title: str = Field(examples=["The KV cache"])
     """The lesson's title."""
     engine: list[str] = Field(default=[], examples=[["torch", "transformers"]])

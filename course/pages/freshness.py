@@ -15,7 +15,7 @@ import html
 import os
 from datetime import UTC, date, datetime
 
-from ..record.models import Run, StepRecord
+from ..record.models import Run, StepRecord, run_order
 from ..record.store import Store
 from ..record.units import convert
 from . import facts
@@ -64,7 +64,7 @@ def _notes(
     elif runs and runs[-1].run_id != newest.run_id:
         notes.append(f"newer run {runs[-1].run_id} {runs[-1].record.status}")
     for src, pinned_lesson, run_id in pinned:
-        if pinned_lesson == lesson.id and newest and run_id < newest.run_id:
+        if pinned_lesson == lesson.id and newest and run_order(run_id) < run_order(newest.run_id):
             notes.append(f"docs/{src} is pinned behind, to {run_id}")
     return notes
 

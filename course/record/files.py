@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,8 @@ from ..errors import RecordError
 from .models import Record
 
 TMP_PREFIX = ".tmp-"
+TMP_SUFFIX = ".tmp"
+"""What `write_atomic`'s temporary files end with."""
 RUN_FILE = "run.json"
 
 
@@ -38,10 +42,34 @@ def dump_json(data: Any) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write a file through a temporary name and a rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Write a file through a temporary name and a rename (the temporary file removed when the
+    write fails)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def describe(exc: OSError, path: Path | None = None) -> str:
+    """An OSError as a clause naming its path (or `path`, for an error that names none), and for
+    a full disk where and how much room is left: 'build/x/.tmp-y/run.json: No space left on
+    device (the file system mounted at / is full: 0 bytes free)'."""
+    named = os.fsdecode(exc.filename) if exc.filename else (str(path) if path else None)
+    where = f"{named}: " if named else ""
+    said = f"{where}{exc.strerror or exc}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT) and named:
+        mount = Path(named)
+        while not (mount.is_dir() and os.path.ismount(mount)) and mount != mount.parent:
+            mount = mount.parent
+        try:
+            free = shutil.disk_usage(mount).free
+        except OSError:
+            return said
+        said += f" (the file system mounted at {mount} is full: {free:,} bytes free)"
+    return said
 
 
 def read_record(folder: Path) -> Record:

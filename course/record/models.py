@@ -306,3 +306,12 @@ _RUN_ID = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{6}Z-[a-z0-9-]+$")
 def is_run_id(text: str) -> bool:
     """Whether a string has the shape of a run id."""
     return bool(_RUN_ID.match(text))
+
+
+def run_order(run_id: str) -> tuple[str, list[tuple[int, str]]]:
+    """A run id's place in time order: its time, then what follows it with numbers compared as
+    numbers, so that runs of one second sort in order however they were numbered (`-h200-2`
+    before `-h200-10`, as older runners wrote them; `-h200-02` now)."""
+    when, _, rest = run_id.partition("Z-")
+    parts = re.split(r"(\d+)", rest)
+    return when, [(int(p), "") if p.isdigit() else (-1, p) for p in parts]
