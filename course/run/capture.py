@@ -6,6 +6,7 @@ The capture kinds are a registry: `regex` reads the transcript, `json` a file th
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -128,6 +129,9 @@ def capture_values(
             found = CAPTURE_KINDS[kind_of(capture)](capture, output, folder)
         except CaptureMiss as miss:
             misses.append(f"capture '{name}': {miss}")
+            continue
+        if isinstance(found, float) and not math.isfinite(found):
+            misses.append(f"capture '{name}': the value is {found}, not a finite number")
             continue
         values[name] = Value(value=found, type=capture.type, unit=capture.unit)
     return values, misses
