@@ -186,7 +186,7 @@ def collect(ctx: Context, step: RunStep | StartStep, rec: StepRecord, output: st
             misses.append(f"file '{rel}' (listed under files) was not produced")
         else:
             try:
-                mask = functools.partial(ctx.redact.kept, name=rel)
+                mask = functools.partial(ctx.redact.kept_file, name=rel)
                 kept = ctx.writer.keep_file(step.id, source, rel, mask)
                 rec.files.append(kept)
             except MaskError as exc:
