@@ -93,7 +93,8 @@ def build_site(
         warnings = _mkdocs(config_file, fresh, cache, site_url)
         chosen = lesson_page_runs(root)
         # downloads/lesson-<number>.pdf and .zip
-        package_lessons(root, fresh, chosen, cache / "package", site_url, jobs)
+        packaged = package_lessons(root, fresh, chosen, cache / "package", site_url, jobs)
+        warnings += [note for lesson in packaged for note in lesson.notes]
         _swap_in(fresh, site_dir)
     finally:
         shutil.rmtree(fresh, ignore_errors=True)

@@ -21,7 +21,7 @@ import shutil
 import time
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -76,6 +76,8 @@ class Packaged:
     """Seconds spent printing the PDF (0 when it was reused)."""
     pdf_pages: int | None
     """The PDF's page count when it was printed now."""
+    notes: list[str] = field(default_factory=list)
+    """What the zip left out or masked (untracked files, dotfiles, secrets)."""
 
 
 class LessonRef(Protocol):
@@ -226,8 +228,9 @@ def _print_all(jobs: list[_Job], site_dir: Path, workers: int | None) -> None:
 
 def _finish(job: _Job) -> Packaged:
     """The zip of one lesson, reused or made, once its PDF is in place."""
+    notes: list[str] = []
     entries = bundle.bundle_entries(
-        job.lab, job.run, job.pdf_target, job.page_html.figures, job.stem
+        job.lab, job.run, job.pdf_target, job.page_html.figures, job.stem, notes
     )
     date = bundle.zip_date(job.run)
     zip_key = bundle.entries_key(job.stem, entries, date)
@@ -239,7 +242,7 @@ def _finish(job: _Job) -> Packaged:
         _remember(job.keep / "lesson.zip", zip_key, zip_target)
     return Packaged(
         job.page.lesson, job.page.src, job.pdf_target, zip_target, job.pdf_reused,
-        zip_reused, job.pdf_seconds, job.pdf_pages,
+        zip_reused, job.pdf_seconds, job.pdf_pages, notes,
     )  # fmt: skip
 
 

@@ -19,11 +19,11 @@ from typing import TypeVar
 from ..errors import StepFailed
 from ..lab.load import LoadedLab
 from ..lab.schema import AnyStep, RunStep, StartStep, StopStep, step_kind
+from ..record.masking import MaskError, Redactor
 from ..record.models import StepRecord
 from ..record.writer import RunWriter
 from .capture import capture_values
 from .display import Display
-from .masking import MaskError, Redactor
 from .target import Host, Process, Workspace
 from .terminal import clean, tail, transcript
 

@@ -9,10 +9,10 @@ import pytest
 from support import CourseRun
 
 from course.lab.schema import Capture
+from course.record.masking import Redactor, secret_values
 from course.record.models import Value
 from course.record.store import Store
 from course.run.capture import CaptureMiss, capture_values, parse_number
-from course.run.masking import Redactor, secret_values
 from course.run.terminal import clean, tail, transcript
 
 

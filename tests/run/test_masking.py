@@ -12,8 +12,8 @@ from urllib.parse import quote
 import pytest
 from support import CourseRun
 
+from course.record.masking import MaskError, Redactor, can_be_secret, encoded_forms, secret_values
 from course.record.store import Store
-from course.run.masking import MaskError, Redactor, can_be_secret, encoded_forms, secret_values
 
 LAB = "echo-server"
 SECRET = "s3cr3t-Value-42"
