@@ -20,34 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from support import make_project, make_two_lesson_project
+from support import add_hostile_step, make_project, make_two_lesson_project
 
-from course.run.procfs import processes
+from course.run.procfs import group_members, processes
 
 REPO = Path(__file__).resolve().parents[1]
 COURSE = [sys.executable, "-m", "course"]
 SECRET = "s3cr3t-Value-42"
 """The trials' HF_TOKEN (bench/faults.py)."""
-SCRIPT = "<script>window.injected = 1</script><img src=x onerror='window.injected = 2'>"
-MARKDOWN = "[x](javascript:alert(1)) **b** <javascript:alert(2)>"
-HOSTILE = f"""\
-import json
-json.dump({{"l": {SCRIPT!r}, "m": {MARKDOWN!r}}}, open("hostile.json", "w"))
-"""
-STEP = """
-  - id: hostile
-    run: python3 hostile.py
-    inputs: [hostile.py]
-    capture:
-      l: {json: hostile.json, key: l, type: str}
-      m: {json: hostile.json, key: m, type: str}
-"""
-PAGE = """
-
-Text: {{ value("hostile.l") }} and {{ value("hostile.m") }}.
-
-{{ figure("tiny_cache", alt="A {hostile.l} {hostile.m}", caption="C {hostile.l} {hostile.m}") }}
-"""
 PREFIX = "x" * 50
 """Printed before the secret into `base64`, so that its 76-column wrap cuts the secret's part."""
 
@@ -103,13 +83,8 @@ def site(trial: Any, two: bool = False) -> Path:
 def hostile_page(trial: Any) -> None:
     """Items 1-2: a step captures a script and Markdown as text; the page shows both."""
     root = site(trial)
-    lab = root / "lab" / "tiny-cache"
-    (lab / "hostile.py").write_text(HOSTILE)
-    (lab / "lab.yml").write_text((lab / "lab.yml").read_text() + STEP)
+    add_hostile_step(root)
     assert through(trial, root, "run", "tiny-cache") == 0, trial.output
-    page = root / "docs" / "part-1" / "tiny.md"
-    text = page.read_text().replace('lines="1-2,11-"', 'lines="1-2,4-"')  # the real output
-    page.write_text(text + PAGE)
     through(trial, root, "build")
     for path in (root / "site").rglob("*.html"):
         parser = Markup()
@@ -175,29 +150,29 @@ def killed_build(sig: signal.Signals) -> Callable[[Any], None]:
 
     def drive(trial: Any) -> None:
         root = site(trial, two=True)
-        build = course(trial, root, "build")
+        build = course(trial, root, "build")  # its own process group: the workers join it
         deadline = time.monotonic() + 120
         while not children(build.pid) and build.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
-        workers = children(build.pid)
+        time.sleep(0.5)  # every worker forked
         build.send_signal(sig)
-        out, _ = build.communicate(timeout=120)
+        try:  # a worker left behind holds the output pipe open: read until the build is gone
+            out, _ = build.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            out = ""
         trial.output += out
         deadline = time.monotonic() + 8
-        while time.monotonic() < deadline and [p for p in workers if p in alive()]:
+        while time.monotonic() < deadline and group_members(build.pid):
             time.sleep(0.05)
-        left = [p for p in workers if p in alive()]
+        left = group_members(build.pid)
         trial.extra_left += len(left)
         for pid in left:
             os.kill(pid, signal.SIGKILL)
+        build.communicate()
         through(trial, root, "build")
         trial.extra_temp += len(list(root.glob(".site.*")))
 
     return drive
-
-
-def alive() -> set[int]:
-    return {p for p, state, _, _ in processes() if state != "Z"}
 
 
 def os_error(trial: Any) -> None:

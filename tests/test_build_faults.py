@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support import COURSE, make_two_lesson_project
 
-from course.run.procfs import processes
+from course.run.procfs import group_members, processes
 
 
 def start_build(root: Path) -> subprocess.Popen[str]:
@@ -30,13 +30,15 @@ def children(pid: int) -> list[int]:
     return [p for p, state, parent, _ in processes() if parent == pid and state != "Z"]
 
 
-def alive(pids: list[int], seconds: float) -> list[int]:
+def alive(group: int, seconds: float) -> list[int]:
+    """The processes of the build's group (its workers) still alive after `seconds`; killed."""
     deadline = time.monotonic() + seconds
-    while True:
-        left = [p for p, state, _, _ in processes() if p in pids and state != "Z"]
-        if not left or time.monotonic() > deadline:
-            return left
+    while group_members(group) and time.monotonic() < deadline:
         time.sleep(0.05)
+    left = group_members(group)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
 
 
 def leftovers(root: Path) -> list[str]:
@@ -53,10 +55,11 @@ def test_a_killed_build_ends_its_pdf_workers_and_the_next_build_cleans_up(
         while not children(build.pid):
             assert build.poll() is None and time.monotonic() < deadline, "no PDF worker started"
             time.sleep(0.02)
-        workers = children(build.pid)
+        time.sleep(0.3)  # every worker forked
         build.send_signal(sig)
-        build.communicate(timeout=60)
-        assert alive(workers, 10) == [], f"{sig.name}: workers outlived the build"
+        build.wait(timeout=60)
+        assert alive(build.pid, 10) == [], f"{sig.name}: workers outlived the build"
+        build.communicate(timeout=10)  # no worker holds its stderr open
     assert [n for n in leftovers(root) if n.startswith(".site.building-")]  # the killed one
     done = subprocess.run(
         [*COURSE, "--root", str(root), "build"], capture_output=True, text=True, timeout=300
