@@ -217,6 +217,8 @@ def build(root: Path, site_dir: Path | None) -> None:
 
     warn_damaged(root)
     result = build_site(root, site_dir)
+    for warning in result.warnings:
+        stderr.print(f"warning: {warning}", markup=False, highlight=False)
     stderr.print(
         f"built {result.site_dir} in {result.seconds:.1f} s "
         f"({len(result.pages)} lesson page{'s' if len(result.pages) != 1 else ''})"

@@ -75,3 +75,11 @@ class PageError(CourseError):
 
 class PublishError(CourseError):
     """A site that cannot be published; the message says what to fix."""
+
+
+def os_message(exc: OSError) -> str:
+    """An operating system's error as words and the path it is about: 'No space left on device:
+    /srv/site/x.pdf'."""
+    what = exc.strerror or type(exc).__name__
+    paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    return f"{what}: {paths}" if paths else f"{what} ({exc})"

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CourseError, PageError
+from .errors import CourseError, PageError, os_message
 from .package.lessons import package_lessons
 from .pages.checks import position_warning
 from .pages.choose import ChosenPage, lesson_page_runs
@@ -88,20 +88,76 @@ def build_site(
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
     os.environ.pop(LENIENT, None)
     started = time.perf_counter()
-    # built beside the site and swapped in only once whole: a failed build keeps the last good site
-    site_dir.parent.mkdir(parents=True, exist_ok=True)
-    fresh = Path(tempfile.mkdtemp(prefix=f".{site_dir.name}.building-", dir=site_dir.parent))
+    try:
+        # built beside the site and swapped in only once whole: a failed build keeps the last
+        # good site; the folder is named after its builder, so a later build knows when it died
+        site_dir.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale(site_dir)
+        prefix = f".{site_dir.name}.building-{os.getpid()}-{_started(os.getpid())}-"
+        fresh = Path(tempfile.mkdtemp(prefix=prefix, dir=site_dir.parent))
+    except OSError as exc:
+        raise PageError(f"the site did not build: {os_message(exc)}") from None
     try:
         warnings = _mkdocs(config_file, fresh, cache, site_url)
         chosen = lesson_page_runs(root)
         # downloads/lesson-<number>.pdf and .zip
-        package_lessons(root, fresh, chosen, cache / "package", site_url, jobs)
+        packaged = package_lessons(root, fresh, chosen, cache / "package", site_url, jobs)
+        warnings += [note for lesson in packaged for note in lesson.notes]
         _swap_in(fresh, site_dir)
+    except OSError as exc:
+        raise PageError(f"the site did not build: {os_message(exc)}") from None
     finally:
         shutil.rmtree(fresh, ignore_errors=True)
     pages = [_built(page, site_dir) for page in chosen]
     seconds = time.perf_counter() - started
     return BuildResult(site_dir, seconds, pages, warnings)
+
+
+def _started(pid: int) -> int:
+    """When a process started, in clock ticks since boot (0 when /proc cannot say)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rfind(")") + 2 :].split()[19])
+
+
+def _alive(pid: int, started: int) -> bool:
+    """Whether the process that started at `started` (ticks since boot) is still running."""
+    if Path("/proc/self/stat").exists():
+        return Path(f"/proc/{pid}").exists() and _started(pid) == started
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: alive
+    return True
+
+
+STALE_UNNAMED = 86400
+"""Seconds after which a build folder that does not name its builder (made before they did) is
+taken for stale."""
+
+
+def _remove_stale(site_dir: Path) -> None:
+    """Remove the build folders (`.site.building-*`, `.site.old-*`) of builds that died: the
+    process named in the folder's name is gone, or is another process now."""
+    name = re.escape(site_dir.name)
+    named = re.compile(rf"\.{name}\.(?:building|old)-(\d+)-(\d+)-\w+")
+    unnamed = re.compile(rf"\.{name}\.(?:building|old)-\w+")
+    for folder in site_dir.parent.glob(f".{site_dir.name}.*-*"):
+        found = named.fullmatch(folder.name)
+        if found is not None:
+            pid, started = int(found.group(1)), int(found.group(2))
+            if _alive(pid, started):
+                continue  # its build is still going
+        elif (
+            not unnamed.fullmatch(folder.name)
+            or time.time() - folder.stat().st_mtime < STALE_UNNAMED
+        ):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _mkdocs(config_file: Path, site_dir: Path, cache: Path, site_url: str | None) -> list[str]:

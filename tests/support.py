@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -201,3 +203,52 @@ def serving(folder: Path, port: int = 0, not_found: str | None = None) -> Iterat
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+SCRIPT = "<script>window.injected = 1</script><img src=x onerror='window.injected = 2'>"
+MARKDOWN = "[x](javascript:alert(1)) **b** <javascript:alert(2)> $x$ | {{ y }}"
+"""Text values a hostile step records: a script, and Markdown with a javascript: link."""
+HOSTILE_STEP = """
+  - id: hostile
+    run: python3 hostile.py
+    inputs: [hostile.py]
+    capture:
+      l: {json: hostile.json, key: l, type: str}
+      m: {json: hostile.json, key: m, type: str}
+"""
+HOSTILE_PAGE = """
+
+## Recorded text
+
+Text: {{ value("hostile.l") }} and {{ value("hostile.m") }}.
+
+{{ figure("tiny_cache", alt="A {hostile.l} {hostile.m}", caption="C {hostile.l} {hostile.m}") }}
+
+{{ run_history(headline=["hostile.l", "hostile.m"]) }}
+"""
+
+
+def add_hostile_step(root: Path) -> None:
+    """A step `hostile` in the fixture lesson's lab that captures SCRIPT and MARKDOWN as text,
+    and a section of its page that shows them (in a value, a caption, alt text, a table)."""
+    lab = root / "lab" / LESSON
+    values = f"{{'l': {SCRIPT!r}, 'm': {MARKDOWN!r}}}"
+    (lab / "hostile.py").write_text(
+        f"import json\njson.dump({values}, open('hostile.json', 'w'))\n"
+    )
+    (lab / "lab.yml").write_text((lab / "lab.yml").read_text() + HOSTILE_STEP)
+    page = root / "docs" / "part-1" / "tiny.md"
+    shorter = page.read_text().replace('lines="1-2,11-"', 'lines="1-2,4-"')  # the real output
+    page.write_text(shorter + HOSTILE_PAGE)
+
+
+def inflated(pdf: Path) -> bytes:
+    """The PDF's bytes with its compressed streams (object streams included) inflated."""
+    data = pdf.read_bytes()
+    parts = [data]
+    for match in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.DOTALL):
+        try:
+            parts.append(zlib.decompress(match.group(1)))
+        except zlib.error:
+            continue
+    return b"\n".join(parts)

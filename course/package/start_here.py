@@ -3,6 +3,8 @@ what it does and the output it should print, all from the lab's recipe and the r
 
 from __future__ import annotations
 
+import re
+
 from ..lab.load import LoadedLab
 from ..lab.schema import AnyStep, StartStep, StopStep, step_command
 from ..pages.facts import gpu_name
@@ -15,6 +17,7 @@ START_HERE = "START-HERE.md"
 HEAD_LINES = 40
 TAIL_LINES = 20
 LONG_LINE = 200
+_VERSION = re.compile(r"[^0-9A-Za-z.+!_-]")
 
 
 def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
@@ -124,10 +127,11 @@ def _builds_section(lab: LoadedLab, run: Run, machine: str) -> list[str]:
         users = [s.id for s in lab.lab.steps if name in s.uses]
         step_id = "build-" + name.replace(".", "-")
         recorded = next((r for r in run.record.steps if r.id == step_id), None)
-        version = run.record.engine.get(name) or build.version
+        # recorded strings go into Markdown and a shell command: only a version's characters
+        version = _VERSION.sub("", run.record.engine.get(name) or build.version)
         commit = recorded.values.get("commit") if recorded else None
         took = recorded.values.get("build_seconds") if recorded else None
-        made = f" (source commit {str(commit.value)[:9]})" if commit else ""
+        made = f" (source commit {_VERSION.sub('', str(commit.value))[:9]})" if commit else ""
         env = name.replace(".", "_").replace("-", "_").upper() + "_DIR"
         lines += [
             f"## Before steps {', '.join(users)}: get {name}",

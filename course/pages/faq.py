@@ -165,4 +165,5 @@ def jsonld(
     text = json.dumps(
         {"@context": "https://schema.org", "@graph": graph}, ensure_ascii=False, sort_keys=True
     )
-    return text.replace("</", "<\\/")
+    # inside <script>: no tag, comment or entity can start in it
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

@@ -10,6 +10,7 @@ from ..record.store import Store
 from . import facts
 from .context import PageContext
 from .format import recorded as shown_value
+from .format import recorded_text
 from .macros import macro
 
 
@@ -28,8 +29,8 @@ def provenance(ctx: PageContext) -> str:
     return (
         f'<span class="course-provenance" data-source="{html.escape(run.run_id)}">The outputs on '
         f"this page were recorded by <code>course run {html.escape(ctx.lesson)}</code> on "
-        f"{facts.checked_on(run)} on {article}{html.escape(gpu)} "
-        f"({html.escape(', '.join(details))}) with {html.escape(facts.engine_text(run))}; "
+        f"{facts.checked_on(run)} on {article}{recorded_text(gpu)} "
+        f"({recorded_text(', '.join(details))}) with {recorded_text(facts.engine_text(run))}; "
         f"run <code>{html.escape(run.run_id)}</code>.</span>"
     )
 
@@ -78,7 +79,8 @@ def runs_table(
                 cells.append("—")
                 continue
             source = html.escape(f"{run.run_id}/{name}", quote=True)
-            text = html.escape(shown_value(found.value, found.unit))
+            text = shown_value(found.value, found.unit)
+            text = recorded_text(text) if isinstance(found.value, str) else html.escape(text)
             cells.append(f'<span class="course-value" data-source="{source}">{text}</span>')
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"

@@ -27,7 +27,7 @@ from .claims import check_claim, claim_html
 from .context import FigureData, PageContext
 from .faq import glossary_html
 from .figures import figure as draw_or_reuse
-from .format import decimals_for, format_number, spread_note
+from .format import decimals_for, format_number, recorded_text, spread_note
 from .widgets import (
     WidgetError,
     figure_html,
@@ -69,7 +69,7 @@ def macro(func: F) -> F:
             message = str(exc).strip()
             call = call_text(func.__name__, args, kwargs)
             ctx.problem(f"{ctx.within[-1]}: {call}" if ctx.within else call, message)
-            name, shown = html.escape(func.__name__), html.escape(message)
+            name, shown = html.escape(func.__name__), recorded_text(message)
             return f'<span class="course-error">[{name}: {shown}]</span>'
 
     MACROS[func.__name__] = wrapper
@@ -147,7 +147,7 @@ def value(
     """A recorded value (or arithmetic on values), formatted, inside a span naming its sources."""
     q, note = ctx.evaluate(expression), ""
     if q.text is not None:
-        shown = html.escape(q.text)
+        shown = recorded_text(q.text)
     else:
         shown = shown_number(
             repr(expression), q, unit, decimals, percent, times, show_unit, separators
@@ -207,16 +207,17 @@ def line_count(ctx: PageContext, file: str) -> str:
 _NUMBER = re.compile(r"\{([^{}:]+?)(?::(\d+)(?:\s+([^{}\s]+))?)?\}")
 
 
-def numbers_in_text(ctx: PageContext, text: str) -> str:
-    """Plain text with each `{expression}` replaced by its number, for alt text and captions:
+def numbers_in_text(ctx: PageContext, text: str, markdown: bool = False) -> str:
+    """Text with each `{expression}` replaced by its number, for alt text and captions:
     `{limits.peak_tflop_s:0}` (no decimals), `{prefill.ttft_128:1 ms}` (in ms, one decimal),
-    `{decode.share:0 %}` (a ratio as a percentage); the number only, the words say the unit."""
+    `{decode.share:0 %}` (a ratio as a percentage); the number only, the words say the unit.
+    A text value comes as it is, or made inert for Markdown and HTML (`markdown`: a caption)."""
 
     def number(match: re.Match[str]) -> str:
         expression, decimals, unit = match.group(1).strip(), match.group(2), match.group(3)
         q = ctx.evaluate(expression)
         if q.text is not None:
-            return q.text
+            return recorded_text(q.text) if markdown else q.text
         percent = unit == "%"
         amount, _ = _number(f"{{{expression}}}", q, None if percent else unit, percent)
         places = decimals_for(amount) if decimals is None else int(decimals)
@@ -233,7 +234,7 @@ def figure(ctx: PageContext, name: str, alt: str | None = None, caption: str = "
         raise WidgetError(
             f'figure \'{name}\' needs alt text: figure("{name}", alt="what it shows", caption=...)'
         )
-    alt, caption = numbers_in_text(ctx, alt), numbers_in_text(ctx, caption)
+    alt, caption = numbers_in_text(ctx, alt), numbers_in_text(ctx, caption, markdown=True)
     script, shown = ctx.root / "figures" / f"{name}.py", f"figures/{name}.py"
     source = f"{ctx.run.run_id}/figures/{name}"
     if ctx.site_dir is None:  # checking only: the script must load and define draw()

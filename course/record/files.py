@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
 import shutil
 from datetime import UTC, datetime
@@ -37,8 +38,37 @@ def sha256_file(path: Path) -> str:
 
 
 def dump_json(data: Any) -> str:
-    """Deterministic JSON: sorted keys, two-space indent, a final newline."""
-    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    """Deterministic JSON: sorted keys, two-space indent, a final newline. Strict JSON only:
+    RecordError naming the key of a NaN or an infinity (which JSON cannot hold)."""
+    try:
+        return (
+            json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        )
+    except ValueError:
+        where = _non_finite(data, "") or "a value"
+        raise RecordError(f"{where} is not a finite number; JSON cannot hold it") from None
+
+
+def _non_finite(data: Any, path: str) -> str | None:
+    """The key path of the first NaN or infinity in `data`."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return f"{path or 'the value'} = {data}"
+    items = (
+        data.items()
+        if isinstance(data, dict)
+        else enumerate(data)
+        if isinstance(data, list)
+        else []
+    )
+    for key, item in items:
+        found = _non_finite(item, f"{path}.{key}" if path else str(key))
+        if found:
+            return found
+    return None
+
+
+def _strict(constant: str) -> Any:
+    raise ValueError(f"{constant} is not valid JSON (a number must be finite)")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -76,10 +106,10 @@ def read_record(folder: Path) -> Record:
     """A run folder's run.json; RecordError naming the file when it is missing or malformed."""
     path = folder / RUN_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_strict)
     except FileNotFoundError:
         raise RecordError(f"{path}: missing (a run folder must hold run.json)") from None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError included
         raise RecordError(f"{path}: not valid JSON: {exc}") from None
     try:
         return Record.model_validate(data)

@@ -68,22 +68,19 @@ class RunWriter:
         return rel
 
     def keep_file(
-        self, step_id: str, source: Path, rel: str, redact: Callable[[str], str] | None = None
+        self, step_id: str, source: Path, rel: str, redact: Callable[[bytes], bytes] | None = None
     ) -> KeptFile:
-        """Copy a file a step produced into the run; text files pass through `redact`.
+        """Copy a file a step produced into the run, its bytes passed through `redact`.
 
         RecordError when `rel` would lead outside the run's folder for the step's files."""
         base = self.folder / "files" / step_id
         target = base / rel
         if not target.resolve().is_relative_to(base.resolve()):
             raise RecordError(f"step '{step_id}': file '{rel}' would be kept outside {base}")
-        target.parent.mkdir(parents=True, exist_ok=True)
         data = source.read_bytes()
         if redact is not None:
-            try:
-                data = redact(data.decode("utf-8")).encode("utf-8")
-            except UnicodeDecodeError:
-                pass  # binary files (figures) are kept as they are
+            data = redact(data)
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         return KeptFile(path=rel, bytes=target.stat().st_size, sha256=sha256_file(target))
 

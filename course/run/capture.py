@@ -176,6 +176,9 @@ def capture_values(
             values[name] = Value(
                 value=found.median, type="float", unit=capture.unit, spread=found.spread
             )
-        else:
-            values[name] = Value(value=found, type=capture.type, unit=capture.unit)
+            continue
+        if isinstance(found, float) and not math.isfinite(found):
+            misses.append(f"capture '{name}': the value is {found}, not a finite number")
+            continue
+        values[name] = Value(value=found, type=capture.type, unit=capture.unit)
     return values, misses

@@ -20,8 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..lab.schema import step_kind
+from ..record.masking import Redactor
 from ..record.models import Run
-from .masking import Redactor
 from .plan import Plan
 from .terminal import clean
 

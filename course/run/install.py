@@ -11,9 +11,9 @@ from rich.console import Console
 
 from ..errors import RunError
 from ..lab.load import LoadedLab
+from ..record.masking import Redactor
 from ..record.models import Setup
 from .display import Display
-from .masking import Redactor
 from .options import Options
 from .steps import TAIL_LINES
 from .target import ConnectionLost, Host

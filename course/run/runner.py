@@ -24,6 +24,7 @@ from ..errors import CourseError, RecordError, RunError, StepFailed
 from ..lab.load import LoadedLab, load_lab
 from ..lab.schema import step_command, step_kind
 from ..record.files import describe, now_iso
+from ..record.masking import Redactor
 from ..record.models import Failure, Record, Run, RunStatus, StepRecord
 from ..record.store import Store
 from ..record.writer import RunWriter
@@ -34,7 +35,6 @@ from .host import gpu_slug
 from .install import set_up
 from .lessons import lab_path
 from .lock import lesson_lock
-from .masking import Redactor
 from .options import Interrupted, Options
 from .plan import Plan, StepPlan, gpu_refusal, make_plan
 from .process import become_subreaper

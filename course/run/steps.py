@@ -19,11 +19,11 @@ from typing import TypeVar
 from ..errors import StepFailed
 from ..lab.load import LoadedLab
 from ..lab.schema import AnyStep, RunStep, StartStep, StopStep, step_kind
+from ..record.masking import MaskError, Redactor
 from ..record.models import StepRecord
 from ..record.writer import RunWriter
 from .capture import capture_values
 from .display import Display
-from .masking import MaskError, Redactor
 from .target import Host, Process, Workspace
 from .terminal import clean, tail, transcript
 
@@ -200,7 +200,7 @@ def collect(ctx: Context, step: RunStep | StartStep, rec: StepRecord, output: st
             misses.append(f"file '{rel}' (listed under files) {_not_a_file(source)}")
         else:
             try:
-                mask = functools.partial(ctx.redact.kept, name=rel)
+                mask = functools.partial(ctx.redact.kept_file, name=rel)
                 kept = ctx.writer.keep_file(step.id, source, rel, mask)
                 rec.files.append(kept)
             except MaskError as exc:

@@ -8,12 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import COURSE
+from support import COURSE, CourseRun
 
 from course.lab.schema import Capture
+from course.record.masking import Redactor, secret_values
 from course.record.models import Spread, Value
+from course.record.store import Store
 from course.run.capture import CaptureMiss, capture_values, parse_number
-from course.run.masking import Redactor, secret_values
 from course.run.terminal import clean, tail, transcript
 
 
@@ -189,3 +190,50 @@ def test_a_run_refuses_a_timed_value_naming_the_step_capture_and_file(tmp_path: 
         "'ttft.128' holds a timed value that cannot be: expected min <= q1 <= median <= q3 <= "
         "max, found min 22.8, q1 24.0, median 23.6, q3 25.9, max 30.1" in done.stderr
     )
+
+
+def test_a_non_finite_capture_fails_its_step_and_the_record_stays_json(
+    project: Path, course: CourseRun
+) -> None:
+    lab = project / "lab" / "echo-server" / "lab.yml"
+    lab.write_text(
+        lab.read_text()
+        + """
+  - id: odd
+    run: |
+      echo "speed: nan"; echo "rate: inf"; echo "fine: 2.5"
+      echo '{"t": Infinity, "n": -Infinity}' > odd.json
+    capture:
+      speed: {regex: 'speed: (\\S+)', type: float, unit: ms}
+      rate: {regex: 'rate: (\\S+)', type: int}
+      t: {json: odd.json, key: t, type: float}
+      n: {json: odd.json, key: n, type: int}
+      fine: {regex: 'fine: (\\S+)', type: float}
+"""
+    )
+    done = course("run", "echo-server", "--only", "odd")
+    assert done.returncode == 1
+    said = " ".join(done.stderr.split())
+    assert (
+        "step 'odd' failed: capture 'speed': the value is nan, not a finite number; "
+        "capture 'rate': expected an integer, found 'inf'; "
+        "capture 't': the value is inf, not a finite number; "
+        "capture 'n': 'odd.json' key 'n' holds -inf, not an integer"
+    ) in said, said
+    (run,) = Store(project / "build").runs("echo-server")
+    constants: list[str] = []  # strict JSON: no NaN, no Infinity
+    for path in run.folder.rglob("*.json"):
+        json.loads(path.read_text(), parse_constant=constants.append)
+    assert constants == []
+    assert run.record.failure is not None and "the value is nan" in run.record.failure.message
+
+
+def test_run_json_refuses_what_json_cannot_hold(tmp_path: Path) -> None:
+    from course.errors import RecordError
+    from course.record.files import dump_json, read_record
+
+    with pytest.raises(RecordError, match=r"^steps\.0\.values\.x\.value = inf is not a finite"):
+        dump_json({"steps": [{"values": {"x": {"value": float("inf")}}}]})
+    (tmp_path / "run.json").write_text('{"format": 1, "x": NaN}')
+    with pytest.raises(RecordError, match=r"run.json: not valid JSON: NaN is not valid JSON"):
+        read_record(tmp_path)
