@@ -92,6 +92,16 @@ class Report:
     figures: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
     """Pages or figures that could not be evaluated on one of the runs, each with why."""
+    notes: tuple[str | None, str | None] = (None, None)
+    """The two runs' notes (`course run --note`)."""
+
+    @property
+    def notes_line(self) -> str | None:
+        """'note: "vocab 4096" → "vocab 8192"' when either run has a note."""
+        if self.notes == (None, None):
+            return None
+        old, new = (f'"{n}"' if n is not None else "—" for n in self.notes)
+        return f"note: {old} → {new}"
 
     @property
     def all_hold(self) -> bool:
@@ -150,6 +160,7 @@ def compare(old: Run, new: Run, pages: PagesEvaluator | None = None) -> Report:
         values=values,
         host=_changes(_flat(old.record.host), _flat(new.record.host)),
         engine=_changes(_flat(old.record.engine), _flat(new.record.engine)),
+        notes=(old.record.note, new.record.note),
     )
     if pages is not None:
         before, now = pages(old), pages(new)
@@ -194,6 +205,8 @@ def percent(rel: float | None) -> str:
 def render_console(report: Report, console: Console, all_values: bool = False) -> None:
     """The diff as rich tables in the terminal."""
     console.print(f"[bold]{report.lesson}[/]: {report.old} → {report.new}")
+    if report.notes_line:
+        console.print(report.notes_line, highlight=False, markup=False)
     for title, rows in (("Host", report.host), ("Engine", report.engine)):
         if rows:
             table = Table(title=title, title_justify="left")
@@ -238,6 +251,7 @@ def render_console(report: Report, console: Console, all_values: bool = False) -
 def render_markdown(report: Report) -> str:
     """The diff as Markdown, for a pull request."""
     lines = [f"## `course diff {report.lesson}`: {report.old} → {report.new}", ""]
+    lines += [report.notes_line, ""] if report.notes_line else []
     for title, rows in (("Host", report.host), ("Engine", report.engine)):
         if rows:
             lines += [f"### {title}", "", "| | old | new |", "| --- | --- | --- |"]
@@ -278,6 +292,7 @@ def to_json(report: Report) -> str:
         "lesson": report.lesson,
         "old": report.old,
         "new": report.new,
+        "notes": {"old": report.notes[0], "new": report.notes[1]},
         "values": [
             {
                 "name": c.name,

@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..record.units import Unit
+from ..record.units import ALIASES, Unit
 from .scales import Scaling, like_problems
 
 STEP_ID = r"^[a-z0-9][a-z0-9-]*$"
@@ -50,12 +50,17 @@ class Capture(_Strict):
     """How the value is read: `int`, `float` or `str` (numbers may carry thousands separators,
     as in `114,688`)."""
     unit: Unit = Field(default="none", examples=["ms"])
-    """The value's unit; pages convert it (B to MiB, ms to s) and format it. `none`: a plain
-    number."""
+    """The value's unit; pages convert it within its dimension (B to MiB, µs to ms, MB/s to
+    GB/s, req/s) and format it (`us` is read as µs). `none`: a plain number."""
     scales: Scaling | None = Field(default=None, examples=["bandwidth"])
     """How the value should move on another GPU than the recorded run's (the mapping below): `course
     compare` and the lesson zip's compare.py judge a run on another card by it. It changes
     nothing the step runs, so declaring it re-runs nothing."""
+
+    @field_validator("unit", mode="before")
+    @classmethod
+    def _alias(cls, value: Any) -> Any:
+        return ALIASES.get(value, value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_source(self) -> Capture:

@@ -124,6 +124,8 @@ class Record(_Model):
     host: HostFacts
     engine: dict[str, str | None]
     options: dict[str, Any] = {}
+    note: str | None = None
+    """What the author said of the run (`course run --note "vocab 8192"`)."""
     steps: list[StepRecord] = Field(default_factory=list)
     failure: Failure | None = None
 

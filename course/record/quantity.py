@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import CourseError
-from .units import SCALE, convert
+from .units import PER_SECOND, convert, dimension
 
 # `step-id.value_name`; a step id may hold '-', so references are swapped out before parsing
 REFERENCE = re.compile(r"(?<![\w.])([a-z0-9][a-z0-9-]*)\.([a-z_][a-z0-9_]*)\b")
-COUNTS = {"none", "tok"}
+COUNTS = {"none", "tok", "req"}
 
 
 class ExprError(CourseError):
@@ -54,9 +54,10 @@ class Quantity:
 
 
 def _dimension(unit: str) -> str:
-    if unit not in SCALE:
-        raise ExprError(f"unknown unit '{unit}' (known: {', '.join(SCALE)})")
-    return SCALE[unit][0]
+    try:
+        return dimension(unit)
+    except ValueError as exc:
+        raise ExprError(str(exc)) from None
 
 
 def _merge(a: Quantity, b: Quantity) -> tuple[str, ...]:
@@ -76,7 +77,7 @@ def add(a: Quantity, b: Quantity, sign: int) -> Quantity:
 
 
 def multiply(a: Quantity, b: Quantity) -> Quantity:
-    """a × b: a count (no unit, or tokens) keeps the other's unit."""
+    """a × b: a count (no unit, tokens or requests) keeps the other's unit."""
     integral = a.integral and b.integral
     if b.unit in COUNTS:
         return Quantity(
@@ -85,7 +86,8 @@ def multiply(a: Quantity, b: Quantity) -> Quantity:
     if a.unit in COUNTS:
         return Quantity(a.value * b.value, b.unit, _merge(a, b), integral)
     raise ExprError(
-        f"cannot multiply {a.unit} by {b.unit} (one side must be a plain number or tokens)"
+        f"cannot multiply {a.unit} by {b.unit} (one side must be a plain number, tokens or "
+        "requests)"
     )
 
 
@@ -98,11 +100,11 @@ def divide(a: Quantity, b: Quantity) -> Quantity:
         return Quantity(a.value / b.value, "none", sources)
     if b.unit in COUNTS and a.unit not in COUNTS:
         return Quantity(a.value / b.value, a.unit, sources)
-    if a.unit == "tok" and _dimension(b.unit) == "time":
-        return Quantity(a.value / convert(b.value, b.unit, "s"), "tok/s", sources)
-    if _dimension(a.unit) == "bytes" and _dimension(b.unit) == "time":
-        per_second = convert(a.value, a.unit, "B") / convert(b.value, b.unit, "s")
-        return Quantity(per_second / 1e9, "GB/s", sources)
+    rate = PER_SECOND.get(_dimension(a.unit))
+    if rate is not None and _dimension(b.unit) == "time":  # tokens / s, bytes / s, requests / s
+        amount, per_second, shown = rate
+        value = convert(a.value, a.unit, amount) / convert(b.value, b.unit, "s")
+        return Quantity(convert(value, per_second, shown), shown, sources)
     if _dimension(a.unit) == _dimension(b.unit):
         return Quantity(a.value / convert(b.value, b.unit, a.unit), "none", sources)
     raise ExprError(f"cannot divide {a.unit} by {b.unit}")

@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import tomllib
 from pathlib import Path
 
 from ..errors import RunError
+
+
+def extras(folder: Path) -> dict[str, list[str]]:
+    """The optional extras of the lab's pyproject.toml (`[project.optional-dependencies]`), which
+    a lab names after its steps (`gpu-check = ["torch>=2.5"]`); {} without any."""
+    pyproject = folder / "pyproject.toml"
+    if not pyproject.is_file():
+        return {}
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise RunError(f"{pyproject}: not valid TOML: {exc}") from None
+    found = data.get("project", {}).get("optional-dependencies", {})
+    return {str(k): [str(r) for r in v] for k, v in found.items()}
+
+
+def package_name(requirement: str) -> str:
+    """A requirement's package name, normalised (`PyYAML>=6` -> `pyyaml`, as PEP 503 compares)."""
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement.lower()
 
 
 def lab_requirements(folder: Path) -> list[str]:
