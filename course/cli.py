@@ -339,13 +339,16 @@ def serve(root: Path, dev_addr: str) -> None:
 @click.argument("lesson")
 @click.option("--part", type=int, help="The part it joins (default: the course's last part).")
 @click.option("--title", help="The lesson's title (default: made from LESSON).")
+@click.option("--part-title", metavar="TITLE", help="The title of a part new to the course.")
 @click.pass_obj
 @reports_errors
-def new(root: Path, lesson: str, part: int | None, title: str | None) -> None:
+def new(
+    root: Path, lesson: str, part: int | None, title: str | None, part_title: str | None
+) -> None:
     """Start lesson LESSON: a lab, a page using every macro, its data file and a figure."""
     from .scaffold.new import new_lesson
 
-    made = new_lesson(root, lesson, part, title)
+    made = new_lesson(root, lesson, part, title, part_title)
     for path in made.files:
         stdout.print(f"wrote {path.relative_to(root)}", highlight=False)
     stdout.print(

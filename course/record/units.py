@@ -54,7 +54,7 @@ SCALE: dict[str, tuple[str, float]] = {
     "MiB/s": ("bandwidth", 1024.0**2),
     "GiB/s": ("bandwidth", 1024.0**3),
     "tok": ("tokens", 1.0),
-    "tok/s": ("rate", 1.0),
+    "tok/s": ("token rate", 1.0),
     "req": ("requests", 1.0),
     "req/s": ("request rate", 1.0),
     "FLOP": ("flop", 1.0),

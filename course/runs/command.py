@@ -31,8 +31,8 @@ def prune_command(root: Path, lesson: str, failed_only: bool, dry_run: bool) -> 
         failure = run.record.failure
         why = f" (failed at step '{failure.step}')" if failure and failure.step else ""
         shown = f"build/{lesson}/{run.run_id}"
-        stdout.print(f"{verb} {shown}: {run.record.status}{why}", highlight=False)
+        stdout.print(f"{verb} {shown}: {run.record.status}{why}", highlight=False, soft_wrap=True)
     for run_id, why in done.kept.items():
-        stdout.print(f"kept build/{lesson}/{run_id}: {why}", highlight=False)
+        stdout.print(f"kept build/{lesson}/{run_id}: {why}", highlight=False, soft_wrap=True)
     if not done.removed:
-        stdout.print(f"nothing to remove in build/{lesson}/", highlight=False)
+        stdout.print(f"nothing to remove in build/{lesson}/", highlight=False, soft_wrap=True)
