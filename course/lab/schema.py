@@ -257,10 +257,15 @@ class Lab(_Strict):
     engine: list[str] = Field(default=[], examples=[["torch", "transformers"]])
     """Packages whose versions decide the lab's numbers: their installed versions are recorded
     with every run, a change of version makes the steps run again, and `course run --engine`
-    swaps them."""
+    swaps them. A run is refused before its first step when a step about to run needs one that
+    `python` lacks (a step needs those in its pyproject.toml extra and in `dependencies`; all of
+    them, when the extras are not named after the steps)."""
     python: str = Field(default="python3", examples=[".venv/bin/python"])
-    """The interpreter whose packages a run records (the engine versions) and `course run
-    --setup` installs into; write the steps' commands with the same one."""
+    """The Python that runs the steps: by default the first `python3` on the PATH `course run`
+    starts with (an active virtual environment's); another one named here (a path from the lab
+    folder, or a name on the PATH) becomes the steps' `python3` and `python` on this machine.
+    Every `engine` package must be installed in it before a step runs; `course run --setup`
+    installs into it."""
     setup: Setup = Field(default=Setup(), examples=[{"install_seconds": 180}])
     """Time a learner spends before the first step (below)."""
     resources: Resources | None = Field(default=None, examples=[{"gpu": "H100", "disk_gb": 100}])
