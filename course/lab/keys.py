@@ -179,3 +179,14 @@ def line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int | None:
             break
         found = nxt
     return None if found is None else int(found.start_mark.line) + 1
+
+
+def problem_text(error: Any) -> str:
+    """A pydantic error other than an unknown key, as a sentence: 'required but missing', or its
+    message with the value it got when that is a plain one."""
+    if error["type"] == "missing":
+        return "required but missing"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not isinstance(error["input"], (dict, list)):
+        message += f" (got {error['input']!r})"
+    return message

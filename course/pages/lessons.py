@@ -29,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..errors import PageError
-from ..lab.keys import line_of, unknown_key
+from ..lab.keys import line_of, problem_text, unknown_key
 from .outline import AUTHORS, OUTLINE, Outline, load_outline, merged_meta
 
 _FRONT = re.compile(r"\A---[ \t]*\n(.*?\n)?---[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -147,12 +147,8 @@ def front_problem(error: Any, node: yaml.Node | None) -> str:
     where = f"line {line + 1}: " if line is not None else ""
     if error["type"] == "extra_forbidden":
         message = unknown_key(loc, LessonMeta)
-    elif error["type"] == "missing":
-        message = "required but missing"
     else:
-        message = error["msg"].removeprefix("Value error, ")
-        if not isinstance(error["input"], (dict, list)):
-            message += f" (got {error['input']!r})"
+        message = problem_text(error)
     return f"{where}{'.'.join(str(p) for p in loc)}: {message}"
 
 

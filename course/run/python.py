@@ -7,9 +7,10 @@ runner then puts a folder first on the steps' PATH whose `python3` and `python` 
 steps, the engine versions recorded and `course run --setup` all use one Python. (On a host
 reached with `--on ssh://`, the steps run the host's own `python3`.)
 
-Before anything runs, every package lab.yml declares under `engine:` must be installed for that
-Python; a run is refused otherwise, naming the package and the fix, so a run never records an
-engine as `null` nor fails inside its first step with `ModuleNotFoundError`.
+Before anything runs, every package under lab.yml's `engine:` that the steps about to run need
+(`needed`) must be installed for that Python; a run is refused otherwise, naming the package and
+the fix, so a run never records such an engine as `null` nor fails inside its first step with
+`ModuleNotFoundError`.
 """
 
 from __future__ import annotations

@@ -35,13 +35,8 @@ def make_wheel(folder: Path, version: str) -> Path:
     return path
 
 
-def test_engine_release_is_installed_aside_and_recorded(
-    project: Path, course: CourseRun, tmp_path: Path
-) -> None:
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    make_wheel(wheels, "1.0")
-    make_wheel(wheels, "2.0")
+def with_engine_step(project: Path) -> Path:
+    """The fixture lab with `tinyengine` among its engines and a step that imports it."""
     lab = project / "lab" / LAB / "lab.yml"
     lab.write_text(
         lab.read_text().replace("engine: [pyyaml]", "engine: [pyyaml, tinyengine]")
@@ -52,6 +47,17 @@ def test_engine_release_is_installed_aside_and_recorded(
       version: {regex: 'engine (\\S+)', type: str}
 """
     )
+    return lab
+
+
+def test_engine_release_is_installed_aside_and_recorded(
+    project: Path, course: CourseRun, tmp_path: Path
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, "1.0")
+    make_wheel(wheels, "2.0")
+    with_engine_step(project)
     first = course("run", LAB, "--engine", "tinyengine==1.0", "--wheels", str(wheels))
     assert first.returncode == 0, first.stderr
     second = course("run", LAB, "--engine", "tinyengine==2.0", "--wheels", str(wheels))
@@ -90,16 +96,7 @@ def test_engine_that_cannot_be_installed_names_itself(
 def test_an_engine_the_steps_python_lacks_is_refused_before_the_first_step(
     project: Path, course: CourseRun, tmp_path: Path
 ) -> None:
-    lab = project / "lab" / LAB / "lab.yml"
-    lab.write_text(
-        lab.read_text().replace("engine: [pyyaml]", "engine: [pyyaml, tinyengine]")
-        + """
-  - id: engine
-    run: python3 -c "import tinyengine; print('engine', tinyengine.VERSION)"
-    capture:
-      version: {regex: 'engine (\\S+)', type: str}
-"""
-    )
+    lab = with_engine_step(project)
     refused = course("run", LAB)
     assert refused.returncode == 1
     python = shutil.which("python3")
