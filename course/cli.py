@@ -1,5 +1,5 @@
-"""The commands `course run | build | diff | compare | check | serve | publish | new | schema`:
-parse the arguments, call a stage, report errors."""
+"""The commands `course run | build | diff | compare | check | serve | publish | new | schema |
+runs`: parse the arguments, call a stage, report errors."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import click
 from .console import reports_errors, stderr, stdout
 from .errors import CourseError
 from .publish.command import publish
+from .runs.command import runs
 
 if TYPE_CHECKING:
     from .run.target import Target
@@ -114,6 +115,9 @@ def cli(ctx: click.Context, root: Path | None) -> None:
     metavar="URL",
     help="With --via skypilot: where the jobs leave their records (s3://, gs://).",
 )
+@click.option(
+    "--note", metavar="TEXT", help='What this run tries ("vocab 8192"), kept in run.json.'
+)
 @click.pass_obj
 @reports_errors
 def run(
@@ -135,6 +139,7 @@ def run(
     all_lessons: bool,
     via: str | None,
     bucket: str | None,
+    note: str | None,
 ) -> None:
     """Run LESSON's lab (lab/LESSON/lab.yml) and record it in build/LESSON/<run-id>/."""
     from .record.models import Run
@@ -154,6 +159,7 @@ def run(
     options = Options(
         force, only, from_step, dry_run, quiet, on=on, env=parse_env(env), setup=setup,
         resume=resume, engine=list(engine), wheels=wheels.resolve() if wheels else None,
+        note=note,
     )  # fmt: skip
     settings = SshSettings(accept_new_host_key=accept_new_host_key, config=ssh_config)
 
@@ -336,13 +342,16 @@ def serve(root: Path, dev_addr: str) -> None:
 @click.argument("lesson")
 @click.option("--part", type=int, help="The part it joins (default: the course's last part).")
 @click.option("--title", help="The lesson's title (default: made from LESSON).")
+@click.option("--part-title", metavar="TITLE", help="The title of a part new to the course.")
 @click.pass_obj
 @reports_errors
-def new(root: Path, lesson: str, part: int | None, title: str | None) -> None:
+def new(
+    root: Path, lesson: str, part: int | None, title: str | None, part_title: str | None
+) -> None:
     """Start lesson LESSON: a lab, a page using every macro, its data file and a figure."""
     from .scaffold.new import new_lesson
 
-    made = new_lesson(root, lesson, part, title)
+    made = new_lesson(root, lesson, part, title, part_title)
     for path in made.files:
         stdout.print(f"wrote {path.relative_to(root)}", highlight=False)
     stdout.print(
@@ -373,6 +382,7 @@ def schema(output: Path | None) -> None:
 
 
 cli.add_command(publish)
+cli.add_command(runs)
 
 
 def main() -> None:

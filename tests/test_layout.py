@@ -22,12 +22,14 @@ ALLOWED = {
     "scaffold": {"pages", "lab", "record"},
     "console": set(),  # the consoles and the error report every command shares
     "publish": {"site", "package", "pages", "lab", "record", "console"},
+    "runs": {"run", "pages", "lab", "record", "console"},
     "cli": {
         "console",
         "site",
         "diff",
         "scaffold",
         "publish",
+        "runs",
         "remote",
         "run",
         "package",

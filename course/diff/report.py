@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import RecordError
 from ..pages.evaluate import KEPT, PageSide
+from ..record.changes import part_changes
 from ..record.models import Run, Value
 from ..record.noise import DEFAULT_TOLERANCE, Verdict, classify
 from ..record.store import Store
@@ -100,10 +101,20 @@ class Report:
     figures: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
     """Pages or figures that could not be evaluated on one of the runs, each with why."""
+    notes: tuple[str | None, str | None] = (None, None)
+    """The two runs' notes (`course run --note`)."""
     inputs: list[tuple[str, str]] = field(default_factory=list)
     """(step, what of its lab inputs changed): its definition, its input files."""
     tolerance: float = DEFAULT_TOLERANCE
     """How far a timed value without a recorded spread may move within noise."""
+
+    @property
+    def notes_line(self) -> str | None:
+        """'note: "vocab 4096" → "vocab 8192"' when either run has a note."""
+        if self.notes == (None, None):
+            return None
+        old, new = (f'"{n}"' if n is not None else "—" for n in self.notes)
+        return f"note: {old} → {new}"
 
     def count(self, kind: str) -> int:
         """How many values have this verdict ('moved', 'noise', 'changed', 'unchanged'...)."""
@@ -167,7 +178,7 @@ def _inputs(old: Run, new: Run) -> list[tuple[str, str]]:
             found.append((step.id, "a new step"))
             continue
         same_host = step.hash_parts.model_copy(update={"engine": parts.engine, "gpu": parts.gpu})
-        if changes := same_host.changes_since(parts):
+        if changes := part_changes(same_host, parts).reasons():
             found.append((step.id, "; ".join(changes)))
     ids = {s.id for s in new.record.steps}
     return found + [(step, "no longer in the lab") for step in before if step not in ids]
@@ -197,6 +208,7 @@ def compare(
         values=values,
         host=_changes(_flat(old.record.host.model_dump()), _flat(new.record.host.model_dump())),
         engine=_changes(_flat(old.record.engine), _flat(new.record.engine)),
+        notes=(old.record.note, new.record.note),
         inputs=_inputs(old, new),
         tolerance=tolerance,
     )

@@ -92,6 +92,8 @@ def summary(report: Report) -> str:
 def render_console(report: Report, console: Console, all_values: bool = False) -> None:
     """The diff as rich tables in the terminal (they read at 80 columns)."""
     console.print(f"[bold]{report.lesson}[/]: {report.old} → {report.new}")
+    if report.notes_line:
+        console.print(report.notes_line, highlight=False, markup=False)
     for title, rows in (("Host", report.host), ("Engine", report.engine)):
         if rows:
             table = Table(title=title, title_justify="left")
@@ -154,6 +156,7 @@ def render_console(report: Report, console: Console, all_values: bool = False) -
 def render_markdown(report: Report) -> str:
     """The diff as Markdown, for a pull request."""
     lines = [f"## `course diff {report.lesson}`: {report.old} → {report.new}", ""]
+    lines += [report.notes_line, ""] if report.notes_line else []
     for title, rows in (("Host", report.host), ("Engine", report.engine)):
         if rows:
             lines += [f"### {title}", "", "| | old | new |", "| --- | --- | --- |"]
@@ -199,6 +202,7 @@ def to_json(report: Report) -> str:
         "lesson": report.lesson,
         "old": report.old,
         "new": report.new,
+        "notes": {"old": report.notes[0], "new": report.notes[1]},
         "values": [
             {
                 "name": c.name,

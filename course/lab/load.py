@@ -16,7 +16,7 @@ from pydantic import (
 
 from ..errors import LabError
 from .files import expand_inputs, lab_files, link_loops
-from .keys import belongs, keys, mapping_at
+from .keys import belongs, keys, line_of, mapping_at, unknown_key
 from .schema import NAME_LENGTH, Lab, suggest
 
 
@@ -227,18 +227,6 @@ def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
     return f"{line}{where}{label}{message}"
 
 
-def unknown_key(loc: list[Any]) -> str:
-    """An unknown key at any depth: the close match, where it belongs, the keys allowed there."""
-    key = str(loc[-1])
-    mapping = mapping_at(loc[:-1])
-    if mapping is None:  # not reached by the schema's walk: say what pydantic knows
-        return f"unknown key '{key}'"
-    allowed = keys(mapping.model)
-    elsewhere = belongs(key, mapping)
-    hint = suggest(key, allowed) or (f" ({elsewhere})" if elsewhere else "")
-    return f"unknown key '{key}'{hint}; {mapping.label} takes: {', '.join(allowed)}"
-
-
 def _kind_hint(raw: dict[str, Any], loc: list[Any]) -> str:
     """For a step without 'run', 'start' or 'stop': the misspelt one among its keys."""
     steps = raw.get("steps")
@@ -257,23 +245,5 @@ def _kind_hint(raw: dict[str, Any], loc: list[Any]) -> str:
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:
     """'line N: ' for the YAML node at a location, as far down as it exists."""
-    found = node
-    for part in loc:
-        nxt = None
-        if isinstance(found, yaml.MappingNode):
-            for k, v in found.value:
-                if k.value == str(part):
-                    nxt = k if part == loc[-1] and isinstance(v, yaml.ScalarNode) is False else v
-                    break
-        elif (
-            isinstance(found, yaml.SequenceNode)
-            and isinstance(part, int)
-            and part < len(found.value)
-        ):
-            nxt = found.value[part]
-        if nxt is None:
-            break
-        found = nxt
-    if found is None:
-        return ""
-    return f"line {found.start_mark.line + 1}: "
+    line = line_of(node, loc)
+    return "" if line is None else f"line {line}: "

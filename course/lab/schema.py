@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..record.units import Unit
+from ..record.units import ALIASES, Unit
 from .scales import Scaling, like_problems
 
 STEP_ID = r"^[a-z0-9][a-z0-9-]*$"
@@ -54,12 +54,17 @@ class Capture(_Strict):
     """How the value is read: `int`, `float` or `str` (numbers may carry thousands separators,
     as in `114,688`)."""
     unit: Unit = Field(default="none", examples=["ms"])
-    """The value's unit; pages convert it (B to MiB, ms to s) and format it. `none`: a plain
-    number."""
+    """The value's unit; pages convert it within its dimension (B to MiB, µs to ms, MB/s to
+    GB/s, req/s) and format it (`us` is read as µs). `none`: a plain number."""
     scales: Scaling | None = Field(default=None, examples=["bandwidth"])
     """How the value should move on another GPU than the recorded run's (the mapping below): `course
     compare` and the lesson zip's compare.py judge a run on another card by it. It changes
     nothing the step runs, so declaring it re-runs nothing."""
+
+    @field_validator("unit", mode="before")
+    @classmethod
+    def _alias(cls, value: Any) -> Any:
+        return ALIASES.get(value, value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_source(self) -> Capture:
@@ -257,10 +262,15 @@ class Lab(_Strict):
     engine: list[str] = Field(default=[], examples=[["torch", "transformers"]])
     """Packages whose versions decide the lab's numbers: their installed versions are recorded
     with every run, a change of version makes the steps run again, and `course run --engine`
-    swaps them."""
+    swaps them. A run is refused before its first step when a step about to run needs one that
+    `python` lacks (a step needs those in its pyproject.toml extra and in `dependencies`; all of
+    them, when the extras are not named after the steps)."""
     python: str = Field(default="python3", examples=[".venv/bin/python"])
-    """The interpreter whose packages a run records (the engine versions) and `course run
-    --setup` installs into; write the steps' commands with the same one."""
+    """The Python that runs the steps: by default the first `python3` on the PATH `course run`
+    starts with (an active virtual environment's); another one named here (a path from the lab
+    folder, or a name on the PATH) becomes the steps' `python3` and `python` on this machine.
+    Every `engine` package must be installed in it before a step runs; `course run --setup`
+    installs into it."""
     setup: Setup = Field(default=Setup(), examples=[{"install_seconds": 180}])
     """Time a learner spends before the first step (below)."""
     resources: Resources | None = Field(default=None, examples=[{"gpu": "H100", "disk_gb": 100}])

@@ -154,6 +154,7 @@ def run_histories(ctx: PageContext) -> str:
             continue
         newest = store.newest_good(lesson.id)
         heading = f"## {lesson.number} {lesson.title} {{ #{lesson.id} }}"
-        table = runs_table(runs, newest.run_id if newest else None, {}, f"Runs of {lesson.number}")
+        shown = newest.run_id if newest else None
+        table = runs_table(runs, shown, {}, f"Runs of {lesson.number}", authors=True)
         sections.append(f"{heading}\n\n{table.replace(' (this page)', ' (newest good)')}")
     return "\n\n".join(sections) or "No lesson has a recorded run yet."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 
 from ..errors import CourseError
+from ..record.changes import run_changes
 from ..record.models import Run
 from ..record.store import Store
 from . import facts
@@ -53,16 +54,24 @@ def run_history(ctx: PageContext, headline: list[str] | dict[str, str] | None = 
 
 
 def runs_table(
-    runs: list[Run], shown: str | None, labelled: dict[str, str], label: str = "Run history"
+    runs: list[Run],
+    shown: str | None,
+    labelled: dict[str, str],
+    label: str = "Run history",
+    authors: bool = False,
 ) -> str:
-    """Runs, newest first, as a table: run, date, status, GPU, engine, then each labelled value.
+    """Runs, newest first, as a table: run, date, status, GPU, engine, then each labelled value;
+    for `authors`, each run's note (`course run --note`) and what its lab changed from the run
+    before (`record.changes.run_changes`).
 
     `shown` is the run the page shows (marked); `labelled` maps column headers (HTML) to values.
     """
     names = list(labelled.values())
-    head = ["run", "date", "status", "GPU", "engine", *labelled]
+    extra = ["note", "changed from the run before"] if authors else []
+    head = ["run", "date", "status", "GPU", "engine", *extra, *labelled]
     rows = []
-    for run in reversed(runs):
+    for index in reversed(range(len(runs))):
+        run = runs[index]
         this = " (this page)" if run.run_id == shown else ""
         cells = [
             f"<code>{html.escape(run.run_id)}</code>{this}",
@@ -71,6 +80,9 @@ def runs_table(
             html.escape(facts.gpu_name(run) or "no GPU"),
             html.escape(facts.engine_text(run)),
         ]
+        if authors:
+            changed = run_changes(runs[index - 1].record, run.record) if index else ["first run"]
+            cells += [html.escape(run.record.note or "—"), html.escape("; ".join(changed) or "—")]
         for name in names:
             step, value_name = name.split(".", 1)
             try:

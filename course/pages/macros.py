@@ -334,6 +334,13 @@ def claim(
     ctx.claim_results.append(result)
     if not result.holds:
         ctx.problem(f"claim({condition!r})", result.message())
+    if re.search(r"\n[ \t]*\n", inner):  # Markdown would end the paragraph inside the claim
+        ctx.problem(
+            f"claim({condition!r})",
+            "its words hold a blank line, which ends a paragraph in the middle of the claim: a "
+            "claim marks words inside a paragraph (a whole sentence, or a phrase in the middle "
+            "of one); keep its words together, or make two claims",
+        )
     return claim_html(result, inner)
 
 

@@ -111,28 +111,6 @@ class HashParts(_Model):
     engine: dict[str, str | None]
     gpu: str
 
-    def changes_since(self, old: HashParts) -> list[str]:
-        """What differs from an earlier step's parts, in a few words each: its definition, the
-        input files that changed (`changed: a.py, b.py`), the engine, the GPU."""
-        reasons = []
-        if self.definition != old.definition:
-            reasons.append("its definition changed")
-        files = set(self.inputs) | set(old.inputs)
-        changed = sorted(n for n in files if self.inputs.get(n) != old.inputs.get(n))
-        if changed:
-            more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
-            reasons.append(f"changed: {', '.join(changed[:3])}{more}")
-        if self.engine != old.engine:
-            moved = [
-                f"{k} {old.engine.get(k)} -> {v}"
-                for k, v in self.engine.items()
-                if old.engine.get(k) != v
-            ]
-            reasons.append("engine " + ", ".join(moved) if moved else "engine changed")
-        if self.gpu != old.gpu:
-            reasons.append(f"GPU {old.gpu} -> {self.gpu}")
-        return reasons
-
 
 class Gpu(_Model):
     """The first GPU of the host, as nvidia-smi reports it; what can explain its speed (clocks,
@@ -231,6 +209,8 @@ class Record(_Model):
     host: HostFacts
     engine: dict[str, str | None]
     options: dict[str, Any] = {}
+    note: str | None = None
+    """What the author said of the run (`course run --note "vocab 8192"`)."""
     steps: list[StepRecord] = Field(default_factory=list)
     failure: Failure | None = None
 

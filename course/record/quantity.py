@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from ..errors import CourseError
 from .interval import Bounds, Margin, Truth, corners, judge, margin, quotient_bounds
 from .models import Spread
-from .units import SCALE, convert
+from .units import PER_SECOND, convert, dimension
 
-COUNTS = {"none", "tok"}
+COUNTS = {"none", "tok", "req"}
 
 
 class ExprError(CourseError):
@@ -83,9 +83,10 @@ def _spanned(
 
 
 def _dimension(unit: str) -> str:
-    if unit not in SCALE:
-        raise ExprError(f"unknown unit '{unit}' (known: {', '.join(SCALE)})")
-    return SCALE[unit][0]
+    try:
+        return dimension(unit)
+    except ValueError as exc:
+        raise ExprError(str(exc)) from None
 
 
 def _merge(a: Quantity, b: Quantity) -> tuple[str, ...]:
@@ -109,7 +110,7 @@ def add(a: Quantity, b: Quantity, sign: int) -> Quantity:
 
 
 def multiply(a: Quantity, b: Quantity) -> Quantity:
-    """a × b: a count (no unit, or tokens) keeps the other's unit."""
+    """a × b: a count (no unit, tokens or requests) keeps the other's unit."""
     integral = a.integral and b.integral
     if b.unit in COUNTS:
         unit = a.unit if a.unit != "none" else b.unit
@@ -117,7 +118,8 @@ def multiply(a: Quantity, b: Quantity) -> Quantity:
         unit = b.unit
     else:
         raise ExprError(
-            f"cannot multiply {a.unit} by {b.unit} (one side must be a plain number or tokens)"
+            f"cannot multiply {a.unit} by {b.unit} (one side must be a plain number, tokens or "
+            "requests)"
         )
     product = Quantity(a.value * b.value, unit, _merge(a, b), integral)
     return _spanned(product, a, b, lambda x, y: x * y, False)
@@ -137,10 +139,14 @@ def _quotient(a: str, b: str) -> tuple[str, Callable[[float, float], float]]:
         return "none", lambda x, y: x / y
     if b in COUNTS and a not in COUNTS:
         return a, lambda x, y: x / y
-    if a == "tok" and _dimension(b) == "time":
-        return "tok/s", lambda x, y: x / convert(y, b, "s")
-    if _dimension(a) == "bytes" and _dimension(b) == "time":
-        return "GB/s", lambda x, y: convert(x, a, "B") / convert(y, b, "s") / 1e9
+    rate = PER_SECOND.get(_dimension(a))
+    if rate is not None and _dimension(b) == "time":  # tokens / s, bytes / s, requests / s
+        amount, per_second, shown = rate
+
+        def rated(x: float, y: float) -> float:
+            return convert(convert(x, a, amount) / convert(y, b, "s"), per_second, shown)
+
+        return shown, rated
     if _dimension(a) == _dimension(b):
         return "none", lambda x, y: x / convert(y, b, a)
     raise ExprError(f"cannot divide {a} by {b}")

@@ -20,6 +20,26 @@ from .target import ConnectionLost, Host
 from .terminal import clean, tail
 
 
+def extras(folder: Path) -> dict[str, list[str]]:
+    """The optional extras of the lab's pyproject.toml (`[project.optional-dependencies]`), which
+    a lab names after its steps (`gpu-check = ["torch>=2.5"]`); {} without any."""
+    pyproject = folder / "pyproject.toml"
+    if not pyproject.is_file():
+        return {}
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise RunError(f"{pyproject}: not valid TOML: {exc}") from None
+    found = data.get("project", {}).get("optional-dependencies", {})
+    return {str(k): [str(r) for r in v] for k, v in found.items()}
+
+
+def package_name(requirement: str) -> str:
+    """A requirement's package name, normalised (`PyYAML>=6` -> `pyyaml`, as PEP 503 compares)."""
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement.lower()
+
+
 def lab_requirements(folder: Path) -> list[str]:
     """The lab's Python requirements: `[project] dependencies` of its pyproject.toml, then
     requirements.txt.

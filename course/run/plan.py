@@ -18,6 +18,7 @@ from ..errors import RunError
 from ..lab.files import expand_inputs
 from ..lab.load import LoadedLab
 from ..lab.schema import AnyStep, StartStep, StopStep
+from ..record.changes import part_changes
 from ..record.files import sha256_file
 from ..record.models import HashParts, Run
 
@@ -118,7 +119,7 @@ def explain_change(parts: HashParts, old: HashParts | None) -> str:
     """Why a step's hash differs from its last recorded result, in a few words."""
     if old is None:
         return "no earlier result"
-    return "; ".join(parts.changes_since(old)) or "hash changed"
+    return "; ".join(part_changes(parts, old).reasons()) or "hash changed"
 
 
 def make_plan(

@@ -36,8 +36,10 @@ from .install import set_up
 from .lessons import lab_path
 from .lock import lesson_lock
 from .options import Interrupted, Options
-from .plan import Plan, StepPlan, gpu_refusal, make_plan
+from .plan import Plan, StepPlan, make_plan
 from .process import become_subreaper
+from .python import refusal as refused
+from .python import steps_path
 from .signals import signals_as_interrupt
 from .steps import (
     Context,
@@ -125,8 +127,8 @@ def _run_on(
         facts = query.result()
     engine = {**facts.engine, **versions}
     plan = _plan(loaded, history, engine, facts, options)
-    refusal = _no_python(loaded, facts, host) or gpu_refusal(
-        loaded, plan, facts.host.gpu is not None, host.label
+    refusal = _no_python(loaded, facts, host) or refused(
+        loaded, plan, facts, None if options.setup else engine, host.label
     )
     if options.dry_run:
         if refusal:
@@ -142,7 +144,7 @@ def _run_on(
         facts = host.facts(lab.python, lab.engine, loaded.folder, extra_env)  # what it installed
         engine = {**facts.engine, **versions}
         plan = _plan(loaded, history, engine, facts, options)
-        refusal = gpu_refusal(loaded, plan, facts.host.gpu is not None, host.label)
+        refusal = refused(loaded, plan, facts, engine, host.label)
         if refusal:
             raise RunError(f"refused after --setup, no step was run: {refusal}")
     if not plan.to_run:
@@ -165,6 +167,7 @@ def _run_on(
                 lesson=lesson, title=lab.title, run_id=run_id, status="running", started=now_iso(),
                 lab_file=f"lab/{lesson}/lab.yml",
                 host=facts.host.model_copy(update={"setup": setup}), engine=engine,
+                note=options.note,
                 options={"force": options.force, "only": options.only, "from": options.from_step,
                          "on": host.label, "resume": resumed.run_id if resumed else None,
                          "engine": list(options.engine)},
@@ -175,6 +178,8 @@ def _run_on(
             with host.workspace(loaded.folder, lesson, loaded.included) as ws, display:
                 lock.folder(ws.scratch)
                 env = {**_base_env(host, options, lesson, run_id), **extra_env}
+                if host.label == "local":  # lab.yml's python: as the steps' python3
+                    env.update(steps_path(loaded, ws.scratch, env.get("PATH", os.defpath)))
                 ctx = Context(loaded, writer, host, ws, display, env, redact)
                 ctx.track = lambda proc: lock.group(*proc.group) if proc.group else None
                 failure: Failure | None = None

@@ -30,13 +30,21 @@ PyTorch sees {{ fact("cards.rtx-4090.torch_total") }}, nvidia-smi
 FACT = re.compile(
     r'<span class="course-value course-fact" data-fact="([^"]*)" title="([^"]*)">(.*?)</span>'
 )
+INLINE = """
+
+## Inline claims
+
+Decoding at 4,096 tokens is {% call claim("decode.tps_short > decode.tps_long") %}slower than at
+128{% endcall %}, as the chat grows, and the short run is
+{{ claim("decode.tps_short > decode.tps_long", "the faster one") }} of the two.
+"""
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
     root = make_project(tmp_path_factory.mktemp("pages") / "project")
-    page = root / "docs/part-1/tiny.md"
-    page.write_text(page.read_text(encoding="utf-8") + FACTS, encoding="utf-8")
+    tiny = root / "docs" / "part-1" / "tiny.md"
+    tiny.write_text(tiny.read_text(encoding="utf-8") + FACTS + INLINE, encoding="utf-8")
     return build_site(root, root / "site")
 
 
@@ -143,8 +151,19 @@ def test_every_number_in_a_claim_comes_from_the_record(built: BuildResult) -> No
     claims = re.findall(
         r'<span class="course-claim" data-claim="([^"]*)" data-claim-state="(\w+)">', text
     )
-    assert len(claims) == 5 and {state for _, state in claims} == {"holds"}
+    assert len(claims) == 7 and {state for _, state in claims} == {"holds"}
     assert html.unescape(claims[0][0]) == "decode.tps_short > decode.tps_long"
+
+
+def test_a_claim_inside_a_sentence_stays_in_its_paragraph(built: BuildResult) -> None:
+    text = section(article(built, "part-1/tiny"), "inline-claims")
+    paragraphs = re.findall(r"<p>(.*?)</p>", text, re.DOTALL)  # then the page's "Next"
+    words = re.sub(r"<[^>]+>", "", paragraphs[0]).split()
+    assert " ".join(words) == (
+        "Decoding at 4,096 tokens is slower than at 128, as the chat grows, and the short run is "
+        "the faster one of the two."
+    )
+    assert paragraphs[0].count('<span class="course-claim"') == 2  # one sentence, two claims
 
 
 def test_terminal_shows_prompt_command_and_escaped_output(built: BuildResult) -> None:
