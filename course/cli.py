@@ -1,5 +1,5 @@
-"""The commands `course run | build | diff | compare | check | serve | publish | new | schema`:
-parse the arguments, call a stage, report errors."""
+"""The commands `course run | build | diff | compare | check | serve | publish | new | schema`
+(and `outdated | refresh`, from their module): parse the arguments, call a stage, report errors."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import click
 from .console import reports_errors, stderr, stdout
 from .errors import CourseError
 from .publish.command import publish
+from .refresh.command import outdated, refresh
 
 if TYPE_CHECKING:
     from .run.target import Target
@@ -370,6 +371,8 @@ def schema(output: Path | None) -> None:
 
 
 cli.add_command(publish)
+cli.add_command(outdated)
+cli.add_command(refresh)
 
 
 def main() -> None:

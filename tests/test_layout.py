@@ -22,12 +22,14 @@ ALLOWED = {
     "scaffold": {"pages", "lab", "record"},
     "console": set(),  # the consoles and the error report every command shares
     "publish": {"site", "package", "pages", "lab", "record", "console"},
+    "refresh": {"console", "diff", "remote", "run", "pages", "lab", "record"},
     "cli": {
         "console",
         "site",
         "diff",
         "scaffold",
         "publish",
+        "refresh",
         "remote",
         "run",
         "package",
