@@ -119,6 +119,7 @@ def refresh(
                      f"{release.spec} --wheels-only (for the GPU host), or without "
                      "--dry-run to run here", highlight=False)  # fmt: skip
         return
+    stopped: list[str] = []
     if not report_only and not any(p.touched for p in plans):
         stderr.print(f"Nothing to run: every step is reused on {release.spec}.")
         if wheels_only or via:
@@ -138,7 +139,7 @@ def refresh(
         folder = wheels_folder(root, wheels, release, for_gpu_host=False)
         specs = fetch(root, release, plans, folder, False, None, stderr)
         options = Options(quiet=quiet, engine=specs, wheels=folder if folder.is_dir() else None)
-        run_here(root, plans, options, stderr)
+        stopped = run_here(root, plans, options, stderr)
     found, path = finish(root, chosen, release, stderr)
     stdout.print(str(path.relative_to(root)), highlight=False)
-    sys.exit(1 if any(o.blocked or (o.new and not o.new.good) for o in found) else 0)
+    sys.exit(1 if stopped or any(o.blocked or (o.new and not o.new.good) for o in found) else 0)

@@ -198,38 +198,45 @@ def release_needs(root: Path, name: str, version: str, before: str | None, host:
     needs = Needs()
     engine = fetched(Requirement(f"{name}=={version}"), cache, host)
     needs.wheels.append(Wheel(name, version, engine, "the release"))
-    earlier: dict[str, str] = {}
-    if before is not None and host.packages.get(canonicalize_name(name)) is not None:
-        previous = fetched(Requirement(f"{name}=={before}"), cache, host)
-        earlier = {
-            canonicalize_name(r.name): str(r.specifier) for r in requirements(previous, host)
-        }
-    queue = [(req, name, earlier) for req in requirements(engine, host)]
+    earlier: dict[str, str] | None = None
+
+    def asked_before(key: str) -> str | None:
+        """What the release before asked of a package (fetched once, when first needed)."""
+        nonlocal earlier
+        if earlier is None:
+            earlier = {}
+            if before is not None and before != version:
+                previous = fetched(Requirement(f"{name}=={before}"), cache, host)
+                asked = requirements(previous, host)
+                earlier = {canonicalize_name(r.name): str(r.specifier) for r in asked}
+        return earlier.get(key)
+
+    queue = [(req, name) for req in requirements(engine, host)]
     seen = {canonicalize_name(name)}
     while queue:
-        req, parent, asked_before = queue.pop(0)
+        req, parent = queue.pop(0)
         key = canonicalize_name(req.name)
         if key in seen:
             continue
         held = host.packages.get(key, "")
         if held and req.specifier.contains(held, prereleases=True):
             continue
-        if held is None and asked_before.get(key) == str(req.specifier):
-            continue  # held at a version the release before accepted, and asked for alike
         if held is None and parent != name:
             needs.assumed.append(f"{req} (for {parent}): {host.label} holds {req.name}")
             continue
+        if held is None and asked_before(key) == str(req.specifier):
+            continue  # held at a version the release before accepted, and asked for alike
         seen.add(key)
         wheel = fetched(req, cache, host)
         _, got, _, _ = parse_wheel_filename(wheel.name)
         if held:
             why = f"{parent} asks for {req}; {host.label} holds {held}"
         elif held is None:
-            why = f"{parent} now asks for {req} (before: {asked_before.get(key) or 'nothing'})"
+            why = f"{parent} now asks for {req} (before: {asked_before(key) or 'nothing'})"
         else:
             why = f"{parent} asks for {req}; {host.label} lacks it"
         needs.wheels.append(Wheel(req.name, str(got), wheel, why))
-        queue += [(r, req.name, {}) for r in requirements(wheel, host)]
+        queue += [(r, req.name) for r in requirements(wheel, host)]
     return needs
 
 
