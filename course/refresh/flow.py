@@ -164,9 +164,9 @@ def finish(root: Path, lessons: list[LoadedLab], release: Release,
             console.print(f"  claim fails, {place or claim.page}: {claim.text}", highlight=False)
         for place in o.moved:
             console.print(f"  pin moved, {place}: {place.text}", highlight=False)
+        before = o.old.record.engine.get(release.name) if o.old else None
         for place in o.prose:
-            console.print(f"  names {o.old.record.engine.get(release.name) if o.old else ''}, "
-                          f"{place}", highlight=False)  # fmt: skip
+            console.print(f"  names {release.name} {before}, {place}", highlight=False)
     return found, path
 
 
