@@ -1,5 +1,5 @@
 """The commands `course run | build | diff | compare | check | serve | publish | new | schema |
-runs`: parse the arguments, call a stage, report errors."""
+runs | outdated | refresh`: parse the arguments, call a stage, report errors."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import click
 from .console import reports_errors, stderr, stdout
 from .errors import CourseError
 from .publish.command import publish
+from .refresh.command import outdated, refresh
 from .runs.command import runs
 
 if TYPE_CHECKING:
@@ -383,6 +384,8 @@ def schema(output: Path | None) -> None:
 
 cli.add_command(publish)
 cli.add_command(runs)
+cli.add_command(outdated)
+cli.add_command(refresh)
 
 
 def main() -> None:

@@ -13,8 +13,10 @@
      (record/quantity.py)
      ├── PageError              a page that cannot be built (names the page and the macro call)
      │    └── WidgetError       a block (terminal, listing, figure, check) that cannot be made
-     └── PublishError           a site that cannot be published (placeholder address, broken
-                                links, a deploy that failed)
+     ├── PublishError           a site that cannot be published (placeholder address, broken
+     │                          links, a deploy that failed)
+     └── RefreshError           an engine release that cannot be looked up, fetched or refreshed
+          └── IndexUnreachable  the package index does not answer (offline): said in one line
 
 Two exceptions stand outside on purpose: `run.options.Interrupted` (a BaseException, like
 KeyboardInterrupt: Ctrl-C, SIGTERM or SIGHUP during a run, so clean-up code runs) and the host-side
@@ -83,3 +85,11 @@ def os_message(exc: OSError) -> str:
     what = exc.strerror or type(exc).__name__
     paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
     return f"{what}: {paths}" if paths else f"{what} ({exc})"
+
+
+class RefreshError(CourseError):
+    """An engine release that cannot be looked up on the index, fetched or refreshed to."""
+
+
+class IndexUnreachable(RefreshError):
+    """The package index cannot be reached (offline, refused, timed out, or a server error)."""

@@ -23,6 +23,7 @@ ALLOWED = {
     "console": set(),  # the consoles and the error report every command shares
     "publish": {"site", "package", "pages", "lab", "record", "console"},
     "runs": {"run", "pages", "lab", "record", "console"},
+    "refresh": {"console", "diff", "remote", "run", "pages", "lab", "record"},
     "cli": {
         "console",
         "site",
@@ -30,6 +31,7 @@ ALLOWED = {
         "scaffold",
         "publish",
         "runs",
+        "refresh",
         "remote",
         "run",
         "package",

@@ -2,9 +2,11 @@
 
 `freshness()` lists each lesson of the outline with its newest good run (date, GPU, engine
 versions, age), what needs attention (pages pinned behind it, a newer run that failed, no run at
-all), then, per lesson, the time and peak GPU memory of each step, longest first, like
-sphinx-gallery's execution-times page. A step's peak memory is the value it captured as
-`peak_gpu_memory` (unit B); a step that captured none shows "—".
+all, a newer engine release on the package index as `course outdated` last found and kept in
+`.cache/releases.json`: the build never asks the index itself), then, per lesson, the time and
+peak GPU memory of each step, longest first, like sphinx-gallery's execution-times page. A step's
+peak memory is the value it captured as `peak_gpu_memory` (unit B); a step that captured none
+shows "—".
 
 `run_histories()` shows every recorded run of every lesson, newest first.
 """
@@ -16,6 +18,7 @@ import os
 from datetime import UTC, date, datetime
 
 from ..record.models import Run, StepRecord, run_order
+from ..record.releases import Releases, is_newer, load_releases
 from ..record.store import Store
 from ..record.units import convert
 from . import facts
@@ -53,7 +56,11 @@ def peak_text(step: StepRecord) -> str:
 
 
 def _notes(
-    lesson: Lesson, runs: list[Run], newest: Run | None, pinned: list[tuple[str, str, str]]
+    lesson: Lesson,
+    runs: list[Run],
+    newest: Run | None,
+    pinned: list[tuple[str, str, str]],
+    releases: Releases | None = None,
 ) -> list[str]:
     """What needs an author's attention; `pinned` is (page, lesson, run) of every pinned page."""
     notes = []
@@ -66,6 +73,13 @@ def _notes(
     for src, pinned_lesson, run_id in pinned:
         if pinned_lesson == lesson.id and newest and run_order(run_id) < run_order(newest.run_id):
             notes.append(f"docs/{src} is pinned behind, to {run_id}")
+    if newest is not None and releases is not None:
+        for name, recorded in sorted(newest.record.engine.items()):
+            known = releases.engines.get(name)
+            if known is not None and is_newer(known.newest, recorded):
+                notes.append(
+                    f"newer release: {name} {known.newest} (checked on {releases.checked_on})"
+                )
     return notes
 
 
@@ -80,11 +94,14 @@ def freshness(ctx: PageContext) -> str:
         for entry in scan(ctx.root / "docs")
         if entry.meta.lesson and entry.meta.run
     ]
+    releases = load_releases(ctx.root)
     rows, sections = [], []
     for lesson in ctx.outline.lessons:
         runs = store.runs(lesson.id)
         newest = next((r for r in reversed(runs) if r.good), None)
-        notes = "; ".join(html.escape(n) for n in _notes(lesson, runs, newest, pinned)) or "—"
+        notes = (
+            "; ".join(html.escape(n) for n in _notes(lesson, runs, newest, pinned, releases)) or "—"
+        )
         name = html.escape(f"{lesson.number} {lesson.title}")
         if newest is None:
             rows.append(f"<tr><td>{name}</td>" + "<td>—</td>" * 5 + f"<td>{notes}</td></tr>")
