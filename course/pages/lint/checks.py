@@ -40,6 +40,8 @@ def typed_copies(prose: Prose, known: list[Known], where: str = "") -> list[Find
             continue
         if significant_digits(typed.number) < 2 or chosen_length(typed):
             continue
+        if _checked_by_claim(prose, typed.start, typed.number):
+            continue
         same = copies_of(typed, known)
         if not same:
             continue
@@ -56,6 +58,17 @@ def typed_copies(prose: Prose, known: list[Known], where: str = "") -> list[Find
             )
         )
     return found
+
+
+def _checked_by_claim(prose: Prose, position: int, number: str) -> bool:
+    """Whether the number sits in a claim whose condition holds it as a literal (the build checks
+    it against the record: `claim("... == 448", "exactly 448 MiB")`)."""
+    condition = prose.claim_at(position)
+    literal = re.escape(number.replace(",", ""))
+    return (
+        condition is not None
+        and re.search(rf"(?<![\w.]){literal}(?![\w]|\.\d)", condition) is not None
+    )
 
 
 def _shown(known: Known) -> str:

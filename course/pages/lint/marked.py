@@ -26,15 +26,20 @@ from ..macros import ANSWERABLE, NUMBER_FIELD, bound, numbers_in_text
 from ..render import Rendering
 
 LINE, VALUE, OUTPUT, CLOSE, SEP, OK = "\ue000", "\ue001", "\ue002", "\ue003", "\ue004", "\ue005"
+CLAIM, CLAIM_END = "\ue006", "\ue007"
 """Private-use characters: no page writes them."""
-_MARK = re.compile(f"{LINE}(\\d+){SEP}|{VALUE}(\\d+){SEP}|{OUTPUT}(\\w+){SEP}|{CLOSE}")
-_ANY_MARK = re.compile(f"{LINE}\\d+{SEP}|{VALUE}\\d+{SEP}|{OUTPUT}\\w+{SEP}|{CLOSE}|{OK}")
+_MARK = re.compile(
+    f"{LINE}(\\d+){SEP}|{VALUE}(\\d+){SEP}|{OUTPUT}(\\w+){SEP}|{CLOSE}|{CLAIM}(\\d+){SEP}|{CLAIM_END}"
+)
+_ANY_MARK = re.compile(
+    f"{LINE}\\d+{SEP}|{VALUE}\\d+{SEP}|{OUTPUT}\\w+{SEP}|{CLOSE}|{OK}|{CLAIM}\\d+{SEP}|{CLAIM_END}"
+)
 TYPED_OK = re.compile(r"\{#-?\s*typed:\s*ok\s*-?#\}")
 """`{# typed: ok #}` after a number: typed on purpose (a product's name, a setting)."""
 
 VALUES = frozenset({"value", "fact", "line_count"})
 """Macros whose output is a recorded number or a fact."""
-PROSE = frozenset({"claim", "lesson_link", "lesson_number"})
+PROSE = frozenset({"lesson_link", "lesson_number"})
 """Macros whose output is the author's own prose (a claim's sentence, a lesson's title)."""
 
 
@@ -51,6 +56,8 @@ class Marks:
     """What one marked rendering printed through value macros, by index."""
 
     shown: list[Shown] = field(default_factory=list)
+    claims: list[str] = field(default_factory=list)
+    """Each claim's condition, by index."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,14 @@ class Prose:
     spans: list[Span] = field(default_factory=list)
     ok: set[int] = field(default_factory=set)
     """Positions right after a `{# typed: ok #}` marker."""
+    claims: list[tuple[int, int, str]] = field(default_factory=list)
+    """(start, end, condition) of each claim's sentence."""
     _span_starts: list[int] = field(default_factory=list, repr=False)
+
+    def claim_at(self, position: int) -> str | None:
+        """The condition of the claim whose sentence holds a position, if any."""
+        inner = [c for c in self.claims if c[0] <= position < c[1]]
+        return min(inner, key=lambda c: c[1] - c[0])[2] if inner else None
 
     def line_at(self, position: int) -> int:
         """The source line of a position of the text."""
@@ -138,13 +152,18 @@ def marking_macros(ctx: PageContext, marks: Marks) -> dict[str, Callable[..., st
         marks.shown.append(Shown(plain_text(out), asked))
         return f"{VALUE}{len(marks.shown) - 1}{SEP}{out}{CLOSE}"
 
+    def claim(func: Callable[..., str], *args: Any, **kwargs: Any) -> str:
+        marks.claims.append(str(args[0]) if args else str(kwargs.get("condition", "")))
+        return f"{CLAIM}{len(marks.claims) - 1}{SEP}{func(*args, **kwargs)}{CLAIM_END}"
+
     def output(name: str, func: Callable[..., str], *args: Any, **kwargs: Any) -> str:
         return f"{OUTPUT}{name}{SEP}{func(*args, **kwargs)}{CLOSE}"
 
-    def figure(func: Callable[..., str], name: str, alt: str | None = None, caption: str = "",
-               **rest: Any) -> str:  # fmt: skip
-        func(name, alt=alt, caption=caption, **rest)  # its problems, collected as always
-        return f"{_fields(ctx, marks, alt or '')}\n{_fields(ctx, marks, caption)}"
+    def figure(func: Callable[..., str], *args: Any, **kwargs: Any) -> str:
+        func(*args, **kwargs)  # its problems, collected as always, named by the call as written
+        given = dict(zip(("name", "alt", "caption"), args, strict=False)) | kwargs
+        alt, caption = given.get("alt") or "", given.get("caption") or ""
+        return f"{_fields(ctx, marks, str(alt))}\n{_fields(ctx, marks, str(caption))}"
 
     wrapped: dict[str, Callable[..., str]] = {}
     for name, func in plain.items():
@@ -154,6 +173,8 @@ def marking_macros(ctx: PageContext, marks: Marks) -> dict[str, Callable[..., st
             wrapped[name] = functools.partial(value_like, func)
         elif name == "figure":
             wrapped[name] = functools.partial(figure, func)
+        elif name == "claim":
+            wrapped[name] = functools.partial(claim, func)
         else:
             wrapped[name] = functools.partial(output, name, func)
     return wrapped
@@ -199,6 +220,7 @@ def prose(file: str, marked: str, marks: Marks, first_line: int = 1) -> Prose:
     out = Prose(file)
     chars: list[str] = []
     line, position = first_line, 0
+    claims: list[tuple[int, str]] = []
 
     def add(text: str, typed: bool) -> None:
         for char in text:
@@ -218,6 +240,12 @@ def prose(file: str, marked: str, marks: Marks, first_line: int = 1) -> Prose:
         position = found.end()
         if found.group(1) is not None:
             line = int(found.group(1))
+        elif found.group(4) is not None:
+            claims.append((len(chars), marks.claims[int(found.group(4))]))
+        elif found.group(0) == CLAIM_END:
+            if claims:
+                start, condition = claims.pop()
+                out.claims.append((start, len(chars), condition))
         elif found.group(2) is not None or found.group(3) is not None:
             end = marked.find(CLOSE, position)
             end = len(marked) if end < 0 else end
@@ -250,6 +278,7 @@ def _drop_tags(out: Prose) -> None:
     out.lines = [n for n, k in zip(out.lines, keep, strict=True) if k]
     out.typed = [t for t, k in zip(out.typed, keep, strict=True) if k]
     out.spans = [replace(s, start=moved[s.start], end=moved[s.end]) for s in out.spans]
+    out.claims = [(moved[a], moved[b], condition) for a, b, condition in out.claims]
     out.ok = {moved[p] for p in out.ok}
 
 

@@ -46,6 +46,8 @@ def check_page(root: Path, entry: PageEntry, settings: Settings) -> CheckedPage:
     rendered = render_page(root, entry, how=marking(first_line, marks))
     ctx = rendered.context
     problems = [_unmarked(p) for p in ctx.problems]
+    for result in ctx.claim_results:
+        result.text = unmark(result.text)
     if not entry.meta.lesson or rendered.text is None:
         return CheckedPage(problems, context=ctx)
     shown = f"docs/{entry.src}"

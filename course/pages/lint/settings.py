@@ -102,9 +102,10 @@ def load_settings(docs: Path) -> Settings:
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            where = ".".join(str(part) for part in error["loc"])
+            loc = [str(part) for part in error["loc"]]
             message = error["msg"]
-            if error["type"] == "literal_error" and where.startswith("severity."):
-                message = f"not a check: the checks are {', '.join(CHECKS)}"
+            if loc[-1] == "[key]" and loc[0] == "severity":  # a check's name misspelt
+                loc, message = loc[:-1], f"not a check: the checks are {', '.join(CHECKS)}"
+            where = ".".join(loc)
             problems.append(f"  - {where}: {message}")
         raise PageError(f"{shown}:\n" + "\n".join(problems)) from None
