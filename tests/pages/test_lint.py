@@ -68,8 +68,8 @@ def expected(start: int, sources: int, why: int, faq: int) -> list[str]:
         'engine rule it assumes: "One card holds 28 conversations at once." (name it in the '
         "paragraph: vLLM's share of the whole card, transformers' share of the memory free after "
         "the weights, llama.cpp's given context)",
-        f'  - line {start + 13}: tooling-phrase: "GPU host" is about the course\'s tooling, not the '
-        'subject: "Our GPU host was busy that day."',
+        f'  - line {start + 13}: tooling-phrase: "GPU host" is about the course\'s tooling, not '
+        'the subject: "Our GPU host was busy that day."',
         f'  - line {sources + 2}: source-address: "Kwon et al., "Efficient Memory Management for '
         'Large Language Model Serving with…" has no address: give the address it was read at, as '
         "a link [...](https://...)",
