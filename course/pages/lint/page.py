@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jinja2
 
+from ..claims import plain_text
 from ..context import PageContext, Problem
 from ..faq import data_file
 from ..lessons import PageEntry, split_front_matter
@@ -16,7 +17,7 @@ from ..render import render_page
 from .checks import fit_counts, same_values, tooling_phrases, typed_copies, units_twice
 from .data import data_strings, placed
 from .findings import Finding
-from .marked import OK, TYPED_OK, Marks, Span, marking, marking_macros, plain_prose, unmark
+from .marked import OK, TYPED_OK, Marks, Prose, Span, marking, marking_macros, plain_prose, unmark
 from .marked import prose as to_prose
 from .numbers import Known, known_quantities
 from .settings import Settings
@@ -70,6 +71,11 @@ def check_page(root: Path, entry: PageEntry, settings: Settings) -> CheckedPage:
     findings = [
         *typed_copies(header, known),
         *tooling_phrases(header, phrases),
+        *tooling_phrases(
+            _lesson_header(shown, rendered.markdown, unmark(rendered.text)),
+            phrases,
+            lambda span, phrase: phrase.lower() in front.lower(),  # reported in the front matter
+        ),
         *typed_copies(prose, known),
         *units_twice(prose),
         *same_values(prose),
@@ -80,6 +86,16 @@ def check_page(root: Path, entry: PageEntry, settings: Settings) -> CheckedPage:
     if data_text:
         findings += _data_findings(ctx, data, known, settings)
     return CheckedPage(problems, sorted(findings, key=lambda f: (f.file, f.line, f.check)), ctx)
+
+
+def _lesson_header(shown: str, finished: str | None, body: str) -> Prose:
+    """The header the build puts above the page (its facts, cost and progress), as printed by a
+    macro at the front matter's first line."""
+    at = finished.find(body) if finished else -1
+    text = plain_text(finished[:at]) if finished and at > 0 else ""
+    return Prose(
+        shown, text, [1] * len(text), [False] * len(text), [Span(0, len(text), "lesson_header", 1)]
+    )
 
 
 def _unmarked(problem: Problem) -> Problem:
