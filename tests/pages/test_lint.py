@@ -54,7 +54,8 @@ def expected(start: int, sources: int, why: int, faq: int) -> list[str]:
     return [
         f"{page}:",
         '  - line 5: tooling-phrase: "GPU host" is about the course\'s tooling, not the subject: '
-        '"summary: A GPU host\'s lesson that uses every macro, so the tests can look at what each on…"',
+        "\"summary: A GPU host's lesson that uses every macro, so the tests can look at what "
+        'each on…"',
         f'  - line {start + 2}: typed-copy: "4.96 ms" is typed by hand and equals the recorded '
         'value decode.ms_long (4.958 ms): insert it with {{ value("decode.ms_long", decimals=2) }}',
         f'  - line {start + 3}: unit-twice: "4,096 tok tokens" prints its unit twice (value() '
@@ -170,15 +171,17 @@ def test_a_misspelt_check_in_the_settings_is_named(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     (docs / "data").mkdir(parents=True)
     (docs / "data/lint.yml").write_text(
-        "severity: {typed-copies: error, unit-twice: fatal}\n", encoding="utf-8"
+        "severity: {typed-copies: error, unit-twice: fatal}\nphrases: [GPU host]\n",
+        encoding="utf-8",
     )
     with pytest.raises(PageError) as caught:
         load_settings(docs)
     assert str(caught.value) == (
-        "docs/data/lint.yml:\n"
-        "  - severity.typed-copies: not a check: the checks are typed-copy, unit-twice, "
-        "same-value, tooling-phrase, source-address, fit-rule\n"
-        "  - severity.unit-twice: Input should be 'error' or 'warning'"
+        "docs/data/lint.yml: 3 problems:\n"
+        "  - severity.typed-copies: not a check (did you mean 'typed-copy'?): the checks are "
+        "typed-copy, unit-twice, same-value, tooling-phrase, source-address, fit-rule\n"
+        "  - severity.unit-twice: Input should be 'error' or 'warning'\n"
+        "  - phrases: unknown key"
     )
 
 

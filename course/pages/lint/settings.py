@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ...errors import PageError
+from ...lab.schema import suggest
 
 SETTINGS = Path("data") / "lint.yml"
 """Where the settings lie inside docs/."""
@@ -100,12 +101,22 @@ def load_settings(docs: Path) -> Settings:
     try:
         return Settings.model_validate(raw)
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            loc = [str(part) for part in error["loc"]]
-            message = error["msg"]
-            if loc[-1] == "[key]" and loc[0] == "severity":  # a check's name misspelt
-                loc, message = loc[:-1], f"not a check: the checks are {', '.join(CHECKS)}"
-            where = ".".join(loc)
-            problems.append(f"  - {where}: {message}")
-        raise PageError(f"{shown}:\n" + "\n".join(problems)) from None
+        raise PageError(f"{shown}: {_problems(exc)}") from None
+
+
+def _problems(exc: ValidationError) -> str:
+    """Every problem of the file with its key; a misspelt check or key with its close match."""
+    lines = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        message = error["msg"]
+        if loc[-1] == "[key]" and loc[0] == "severity":  # a check's name misspelt
+            loc = loc[:-1]
+            message = (
+                f"not a check{suggest(loc[-1], list(CHECKS))}: the checks are {', '.join(CHECKS)}"
+            )
+        elif error["type"] == "extra_forbidden":
+            message = "unknown key"
+        lines.append(f"  - {'.'.join(loc) or '(top)'}: {message}")
+    noun = "problem" if len(lines) == 1 else "problems"
+    return f"{len(lines)} {noun}:\n" + "\n".join(lines)
