@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.markup import escape
 
 from .console import reports_errors, stderr, stdout
 from .errors import CourseError
@@ -225,7 +226,7 @@ def build(root: Path, site_dir: Path | None) -> None:
     warn_damaged(root)
     result = build_site(root, site_dir)
     for warning in result.warnings:
-        stderr.print(f"warning: {warning}", markup=False, highlight=False)
+        stderr.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     stderr.print(
         f"built {result.site_dir} in {result.seconds:.1f} s "
         f"({len(result.pages)} lesson page{'s' if len(result.pages) != 1 else ''})"
@@ -302,16 +303,16 @@ def compare_cmd(root: Path, lesson: str, run_id: str, against: str | None) -> No
 @reports_errors
 def check(root: Path) -> None:
     """Check every page's values and claims against the records, without building HTML."""
-    from .site import check_or_fail, check_warnings, pinned_behind
+    from .site import check_or_fail, pinned_behind
 
     warn_damaged(root)
-    count, fragile = check_or_fail(root)
+    checked = check_or_fail(root)
     stderr.print(
-        f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim "
-        "holds"
+        f"{checked.count} page{'s' if checked.count != 1 else ''} checked: every value is "
+        "recorded and every claim holds"
     )
-    for warning in [*fragile, *check_warnings(root)]:
-        stderr.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    for warning in checked.warnings:
+        stderr.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for page, pinned, newest in pinned_behind(root):
         stderr.print(
             f"[yellow]pinned behind:[/] {page} uses run {pinned}; its lesson's newest good run is "

@@ -1,4 +1,5 @@
-"""The site stages: `build` (mkdocs, strict, into site/), `check` (values and claims only), `serve`.
+"""The site stages: `build` (mkdocs, strict, into site/), `check` (values, claims and the page
+checks of `pages/lint/`, without HTML), `serve`.
 
 `build_site` returns a `BuildResult` naming every lesson page, its lesson and its run, so that a
 later stage (PDFs of the lesson pages, the lesson zips) can be appended after the HTML build.
@@ -17,15 +18,18 @@ from pathlib import Path
 
 from .errors import CourseError, PageError, os_message
 from .package.lessons import package_lessons
+from .package.lint import shipped_findings
 from .pages.checks import position_warning
 from .pages.choose import ChosenPage, lesson_page_runs
 from .pages.claims import fragile_warnings
 from .pages.context import Problem
 from .pages.faq import load_page_data
-from .pages.lessons import placement_problems, scan
+from .pages.lessons import PageEntry, placement_problems, scan
+from .pages.lint import CheckedPage, Finding, Settings, check_page, load_settings
+from .pages.macros import ANSWERABLE
 from .pages.outline import OUTLINE, load_outline
 from .pages.plugin import LENIENT, STATE, report
-from .pages.render import hint, render_page
+from .pages.render import hint
 from .record.models import run_order
 from .record.store import Store
 
@@ -53,6 +57,7 @@ class BuildResult:
     seconds: float
     pages: list[LessonPage] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    """What mkdocs logged, then what the page checks warn about."""
 
 
 class _Collect(logging.Handler):
@@ -99,6 +104,10 @@ def build_site(
         raise PageError(f"the site did not build: {os_message(exc)}") from None
     try:
         warnings = _mkdocs(config_file, fresh, cache, site_url)
+        checked = check_pages(root)  # the page checks mkdocs does not run
+        if checked.problems:
+            raise PageError(f"the site did not build:\n{report(checked.problems)}")
+        warnings += checked.warnings
         chosen = lesson_page_runs(root)
         # downloads/lesson-<number>.pdf and .zip
         packaged = package_lessons(root, fresh, chosen, cache / "package", site_url, jobs)
@@ -228,46 +237,76 @@ def _condensed(message: str) -> str:
     return f"docs/{page.group(1)}: {error.group(1)}: {error.group(2)}{hint(error.group(2))}"
 
 
-def check_site(root: Path) -> tuple[int, list[Problem]]:
-    """Render every page's macros without HTML; (pages checked, problems found)."""
-    count, problems, _ = check_pages(root)
-    return count, problems
+@dataclass
+class Checked:
+    """What `course check` found: pages checked, problems that fail it, warnings."""
+
+    count: int
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
-def check_pages(root: Path) -> tuple[int, list[Problem], list[str]]:
-    """Render every page's macros without HTML; (pages checked, problems found, warnings: the
-    fragile claims, each with its page and line)."""
+def check_pages(root: Path) -> Checked:
+    """Render every page's macros without HTML and run the page checks (`pages/lint/`) over every
+    lesson page and what its zip ships; a check's findings are problems or warnings as
+    docs/data/lint.yml says."""
     docs = root / "docs"
     if not docs.is_dir():
         raise PageError(f"no docs/ folder in {root}")
-    problems: list[Problem] = []
-    warnings: list[str] = []
+    settings = load_settings(docs)
     pages = scan(docs)
     placed = placement_problems(load_outline(docs), pages)
-    problems += [Problem(page, f"(docs/{OUTLINE})", message) for page, message in placed]
+    checked = Checked(len(pages))
+    checked.problems += [Problem(page, f"(docs/{OUTLINE})", message) for page, message in placed]
+    findings: list[Finding] = []
     for entry in pages:
         if entry.raw.get("render_macros") is False:
             continue
-        context = render_page(root, entry).context
-        problems += context.problems
-        source = (docs / entry.src).read_text(encoding="utf-8")
-        warnings += fragile_warnings(f"docs/{entry.src}", source, context.claim_results)
-    return len(pages), problems, warnings
+        page = check_page(root, entry, settings)
+        checked.problems += page.problems
+        findings += page.findings + _shipped(root, page, settings)
+        checked.warnings += _position(root, entry)
+        if page.context is not None:
+            source = (docs / entry.src).read_text(encoding="utf-8")
+            checked.warnings += fragile_warnings(
+                f"docs/{entry.src}", source, page.context.claim_results
+            )
+    for finding in dict.fromkeys(findings):  # in order, each once
+        if settings.level(finding.check) == "error":
+            checked.problems.append(
+                Problem(finding.file, f"line {finding.line}", f"{finding.check}: {finding.message}")
+            )
+        else:
+            checked.warnings.append(str(finding))
+    return checked
 
 
-def check_warnings(root: Path) -> list[str]:
-    """What `course check` warns about without failing: checks a pattern can pass."""
-    warnings = []
-    for entry in scan(root / "docs"):
-        if not entry.meta.lesson:
-            continue
-        try:  # the data file alone: check_site has rendered (and reported) the page already
-            found = position_warning(load_page_data(root / "docs", entry.src, entry.raw).checks)
-        except CourseError:
-            continue  # a broken data file is reported as a page problem already
-        if found:
-            warnings.append(f"docs/{entry.src}: {found}")
-    return warnings
+def _shipped(root: Path, page: CheckedPage, settings: Settings) -> list[Finding]:
+    """The checks of the lesson zip's other files (its lab, START-HERE.md)."""
+    if page.context is None or not page.context.meta.lesson:
+        return []
+    try:
+        return shipped_findings(root, page.context.lab, page.context.run, settings)
+    except ANSWERABLE:
+        return []  # no run or no lab: the page's problems say so
+
+
+def check_site(root: Path) -> tuple[int, list[Problem]]:
+    """Render every page's macros without HTML and run the page checks; (pages checked,
+    problems found)."""
+    checked = check_pages(root)
+    return checked.count, checked.problems
+
+
+def _position(root: Path, entry: PageEntry) -> list[str]:
+    """A lesson page's checks whose right answers sit in a pattern (a warning)."""
+    if not entry.meta.lesson:
+        return []
+    try:  # the data file alone: check_page has rendered (and reported) the page already
+        found = position_warning(load_page_data(root / "docs", entry.src, entry.raw).checks)
+    except CourseError:
+        return []  # a broken data file is reported as a page problem already
+    return [f"docs/{entry.src}: {found}"] if found else []
 
 
 def pinned_behind(root: Path) -> list[tuple[str, str, str]]:
@@ -284,13 +323,12 @@ def pinned_behind(root: Path) -> list[tuple[str, str, str]]:
     return behind
 
 
-def check_or_fail(root: Path) -> tuple[int, list[str]]:
-    """Check every page and raise PageError listing every problem; the number of pages and the
-    warnings about fragile claims otherwise."""
-    count, problems, warnings = check_pages(root)
-    if problems:
-        raise PageError(report(problems))
-    return count, warnings
+def check_or_fail(root: Path) -> Checked:
+    """Run check_pages and raise PageError listing every problem; what it found otherwise."""
+    checked = check_pages(root)
+    if checked.problems:
+        raise PageError(report(checked.problems))
+    return checked
 
 
 def serve_site(root: Path, dev_addr: str = "127.0.0.1:8000") -> None:

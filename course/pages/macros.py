@@ -204,7 +204,7 @@ def line_count(ctx: PageContext, file: str) -> str:
     return f'<span class="course-value" data-source="{source}">{count:,} {noun}</span>'
 
 
-_NUMBER = re.compile(r"\{([^{}:]+?)(?::(\d+)(?:\s+([^{}\s]+))?)?\}")
+NUMBER_FIELD = re.compile(r"\{([^{}:]+?)(?::(\d+)(?:\s+([^{}\s]+))?)?\}")
 
 
 def numbers_in_text(ctx: PageContext, text: str, markdown: bool = False) -> str:
@@ -223,7 +223,7 @@ def numbers_in_text(ctx: PageContext, text: str, markdown: bool = False) -> str:
         places = decimals_for(amount) if decimals is None else int(decimals)
         return format_number(amount, places)
 
-    return _NUMBER.sub(number, text)
+    return NUMBER_FIELD.sub(number, text)
 
 
 @macro
