@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from course.lab.schema import Capture
-from course.record.quantity import ExprError, Expression, Quantity
+from course.record.expression import Expression
+from course.record.quantity import ExprError, Quantity
 from course.record.units import convert
 
 
