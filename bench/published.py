@@ -83,7 +83,7 @@ def site(trial: Any, two: bool = False) -> Path:
 def hostile_page(trial: Any) -> None:
     """Items 1-2: a step captures a script and Markdown as text; the page shows both."""
     root = site(trial)
-    add_hostile_step(root)
+    add_hostile_step(root, "<script>window.injected = 1</script>")  # no image: a PDF prints
     assert through(trial, root, "run", "tiny-cache") == 0, trial.output
     through(trial, root, "build")
     for path in (root / "site").rglob("*.html"):
@@ -138,7 +138,8 @@ def non_finite(trial: Any) -> None:
     constants: list[str] = []
     for path in (trial.root / "build").rglob("run.json"):
         json.loads(path.read_text(), parse_constant=constants.append)
-    assert constants == [], f"run.json holds {constants}"
+    if constants:  # not what the kind expects: it is not handled
+        trial.output = f"run.json holds {constants}"
 
 
 def children(pid: int) -> list[int]:
@@ -181,7 +182,8 @@ def os_error(trial: Any) -> None:
     (root / ".cache").mkdir()
     (root / ".cache" / "package").write_text("a file where a folder should be\n")
     through(trial, root, "build")
-    assert "Traceback" not in trial.output, trial.output
+    if "Traceback" in trial.output:  # not a message: it is not handled
+        trial.output = "a traceback"
 
 
 def published_kinds(kind: Callable[..., Any], mark: str) -> list[Any]:
@@ -191,7 +193,7 @@ def published_kinds(kind: Callable[..., Any], mark: str) -> list[Any]:
             "script in a recorded value",
             "",
             hostile_page,
-            ("built ",),
+            ("lesson page",),
         ),
         kind(
             "dotfile and token in a lab",
@@ -232,13 +234,13 @@ def published_kinds(kind: Callable[..., Any], mark: str) -> list[Any]:
             "build killed (kill -9)",
             "",
             killed_build(signal.SIGKILL),
-            ("built ",),
+            ("lesson page",),
         ),
         kind(
             "build interrupted (Ctrl-C)",
             "",
             killed_build(signal.SIGINT),
-            ("built ",),
+            ("lesson page",),
         ),
         kind(
             "system error while building",

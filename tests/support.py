@@ -228,11 +228,11 @@ Text: {{ value("hostile.l") }} and {{ value("hostile.m") }}.
 """
 
 
-def add_hostile_step(root: Path) -> None:
-    """A step `hostile` in the fixture lesson's lab that captures SCRIPT and MARKDOWN as text,
+def add_hostile_step(root: Path, script: str = SCRIPT) -> None:
+    """A step `hostile` in the fixture lesson's lab that captures `script` and MARKDOWN as text,
     and a section of its page that shows them (in a value, a caption, alt text, a table)."""
     lab = root / "lab" / LESSON
-    values = f"{{'l': {SCRIPT!r}, 'm': {MARKDOWN!r}}}"
+    values = f"{{'l': {script!r}, 'm': {MARKDOWN!r}}}"
     (lab / "hostile.py").write_text(
         f"import json\njson.dump({values}, open('hostile.json', 'w'))\n"
     )
