@@ -11,6 +11,7 @@ from support import REPO
 
 from course.errors import FactsError
 from course.lab.facts import FACTS_FILE, load_facts, parse_facts
+from course.record.units import UNITS
 
 TEXT = (REPO / FACTS_FILE).read_text(encoding="utf-8")
 
@@ -74,8 +75,9 @@ def test_a_bad_facts_file_names_the_file_and_every_key() -> None:
         "cards.rtx-4090.torch_totl: unknown key 'torch_totl' (did you mean 'torch_total'?)",
         "cards.h200.prices.runpod-community.per_hour: Input should be greater than 0",
         "cards.h200.measured_bandwidth: a measured fact names its run, lesson and value_of",
-        "cards.l40s.bf16_flops.unit: Input should be 'B', 'KiB', 'MiB', 'GiB', 'GB', 'ms', 's',"
-        " 'tok/s', 'tok', 'GB/s', 'TB/s', 'FLOP/s', 'TFLOP/s', '%' or 'none'",
+        "cards.l40s.bf16_flops.unit: Input should be "
+        + ", ".join(f"'{u}'" for u in UNITS[:-1])
+        + f" or '{UNITS[-1]}'",
     ])  # fmt: skip
     # once the fields are right, references between tables are checked
     assert problems(TEXT.replace('card = "a100-40gb"', 'card = "a100-40g"')) == [
