@@ -445,3 +445,22 @@ def test_the_fp8_cache_keeps_a_scale_per_vector_and_stays_close(kit: dict[str, M
     assert 0 < ref.relative_error(fp8.step(40), bf16.step(40)) < 0.1
     with pytest.raises(ValueError, match="without latents or windows"):
         dec_mod.Decoder(replace(shape, window=8), bf16.w, 64, cache="fp8")
+
+
+def test_split_products_add_up_and_a_second_copy_of_the_kit_imports(
+    kit: dict[str, ModuleType],
+) -> None:
+    import importlib.util
+
+    import torch
+
+    path = Path(kit["decoder"].__file__).with_name("kernels.py")
+    spec = importlib.util.spec_from_file_location("kernels_again", path)
+    assert spec is not None and spec.loader is not None
+    again = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(again)  # the op is registered once per process: no error
+    x = torch.randn(1, 64, dtype=torch.float32)
+    w = torch.randn(48, 64, dtype=torch.float32)
+    for splits in (1, 2, 8):
+        got = again.matvec(x, w, splits)
+        assert got.shape == (1, 48) and torch.allclose(got, x @ w.t(), atol=1e-4)

@@ -49,24 +49,35 @@ def dequantise(kv8: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return (kv8.float() * scale[..., None]).to(torch.bfloat16)
 
 
-@torch.library.custom_op("labkit::split_matvec", mutates_args=())
-def split_matvec(x: torch.Tensor, w: torch.Tensor, splits: int) -> torch.Tensor:
-    """Partial products of x [1, K] and w [N, K] over `splits` slices of K: [splits, N].
+def _define_split_matvec() -> Any:
+    @torch.library.custom_op("labkit::split_matvec", mutates_args=())
+    def split_matvec(x: torch.Tensor, w: torch.Tensor, splits: int) -> torch.Tensor:
+        """Partial products of x [1, K] and w [N, K] over `splits` slices of K: [splits, N].
 
-    cuBLAS runs a matrix-vector product with few outputs (N = 4,096) on too few processors;
-    cutting K into slices gives it `splits` times more independent work. An opaque op, so the
-    compiler neither rewrites it nor copies the weight.
-    """
-    n, k = w.shape
-    parts = torch.bmm(
-        x.reshape(splits, 1, k // splits), w.view(n, splits, k // splits).permute(1, 2, 0)
-    )
-    return parts.view(splits, n)
+        cuBLAS runs a matrix-vector product with few outputs (N = 4,096) on too few processors;
+        cutting K into slices gives it `splits` times more independent work. An opaque op, so
+        the compiler neither rewrites it nor copies the weight.
+        """
+        n, k = w.shape
+        parts = torch.bmm(
+            x.reshape(splits, 1, k // splits), w.view(n, splits, k // splits).permute(1, 2, 0)
+        )
+        return parts.view(splits, n)
+
+    @split_matvec.register_fake
+    def _(x: torch.Tensor, w: torch.Tensor, splits: int) -> torch.Tensor:
+        return x.new_empty(splits, w.shape[0])
+
+    return split_matvec
 
 
-@split_matvec.register_fake
-def _(x: torch.Tensor, w: torch.Tensor, splits: int) -> torch.Tensor:
-    return x.new_empty(splits, w.shape[0])
+# An op is registered once per process: a second copy of the kit imported in the same process
+# (a test, a notebook) takes the one already there.
+split_matvec = (
+    torch.ops.labkit.split_matvec
+    if hasattr(torch.ops.labkit, "split_matvec")
+    else _define_split_matvec()
+)
 
 
 def matvec(x: torch.Tensor, w: torch.Tensor, splits: int = 1) -> torch.Tensor:
