@@ -266,6 +266,8 @@ def check_pages(root: Path) -> Checked:
         checked.problems += page.problems
         findings += page.findings + _shipped(root, page, settings)
         checked.warnings += _position(root, entry)
+        if page.context is not None:  # what the page warns about without failing (wide lines)
+            checked.warnings += page.context.notes
         if page.context is not None:
             source = (docs / entry.src).read_text(encoding="utf-8")
             checked.warnings += fragile_warnings(

@@ -7,16 +7,19 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support import (
     COURSE,
     FIXTURES,
+    REPO,
     CourseRun,
     free_port,
     make_package_project,
     make_two_lesson_project,
+    serving,
 )
 
 
@@ -72,3 +75,18 @@ def two_lessons(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = make_two_lesson_project(tmp_path_factory.mktemp("two-lessons") / "project")
     build_site(root, root / "site")
     return root
+
+
+@pytest.fixture(scope="session")
+def repo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """The repository's own site, built once from the committed records for a local address
+    (HTML, PDFs and zips), and served there: (site folder, its address)."""
+    from course.site import build_site
+
+    port = free_port()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COURSE_SITE_URL", f"http://127.0.0.1:{port}/")
+        out = tmp_path_factory.mktemp("repo")
+        result = build_site(REPO, out / "site", out / "cache")
+    with serving(result.site_dir, port) as url:
+        yield result.site_dir, url

@@ -108,12 +108,15 @@ LESSON = "tiny-cache"
 STEM = "lesson-1.1"
 """The fixture lesson's downloads (`lesson-1.1.pdf`, `.zip`) and the zip's folder: its number."""
 LONG_LINE = "lab $ " + " ".join(f"word{i:03d}" for i in range(60)) + " END-OF-THE-LONG-LINE"
+WIDE_LINE = "WIDE " + " ".join(f"{i:>6,}" for i in range(1000, 14 * 1000, 1000)) + " END!"
+"""A line exactly as wide as a terminal block shows whole (pages/widgets.TERMINAL_COLUMNS)."""
 LONG_PAGE = f"""
 
 ## Long lines
 
 ```text
 {LONG_LINE}
+{WIDE_LINE}
 ```
 """
 

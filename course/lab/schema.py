@@ -148,14 +148,42 @@ class _StepBase(_Strict):
     """Builds (`builds:` at the top level) whose programs the step runs: a new release of one
     re-runs the step, and the steps that use one build run together (one reads the files another
     made with the engine)."""
+    cpu: str | None = Field(
+        default=None,
+        examples=["llama-server -m gguf/qwen3-0_6b-tiny-bf16.gguf -c 4096 --port 8231"],
+    )
+    """The step's command on a machine without a GPU, for START-HERE.md, where the lab's
+    `cpu_args` added to the command are not it (a service started on a shrunk model's file, a
+    script reading what a shrunk step wrote). The run never uses it, so it re-runs nothing."""
+    sizes_to_card: bool = Field(default=False, examples=[True])
+    """`true` for a GPU step that sizes itself to the card it finds (a share of its memory, or
+    leaving out what does not fit): its recorded peak GPU memory is then not what it needs, so
+    START-HERE.md leaves it out of the lab's minimum GPU memory and says so. It re-runs
+    nothing."""
+    scales: Scaling | None = Field(default=None, examples=["exact"])
+    """How the step's values move on another GPU, for every capture without a `scales:` of its
+    own (a step computed on paper: `exact`). Captures with neither are shown beside yours by
+    compare.py, not judged. It re-runs nothing."""
 
     @model_validator(mode="after")
     def _likes(self) -> _StepBase:
-        """A `like:` names a memory value of the same step, which is not itself a `like:`."""
+        """A `like:` names a memory value of the same step, which is not itself a `like:`; a
+        step's `scales:` fits each capture it applies to."""
         problems = like_problems(self.capture)
+        if self.scales is not None and self.scales.like is not None:
+            problems.append("scales: a step's `scales:` takes no 'like' (give it to a capture)")
+        if self.scales is not None:
+            for name, capture in self.capture.items():
+                misfit = None if capture.scales else self.scales.misfit(capture.unit, capture.type)
+                if misfit:
+                    problems.append(f"scales: {misfit} (capture '{name}')")
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def scaling(self, name: str) -> Scaling | None:
+        """How the capture `name` moves on another GPU: its own `scales:`, else the step's."""
+        return self.capture[name].scales or self.scales
 
     @field_validator("files", "inputs")
     @classmethod
@@ -250,6 +278,9 @@ class Build(_Strict):
     programs go: $PREFIX/bin) and $DEVICE (`cuda` or `cpu`) set."""
     timeout: float = Field(default=1800.0, gt=0, examples=[3600])
     """Seconds the build may take."""
+    cpu_seconds: float | None = Field(default=None, gt=0, examples=[1238])
+    """Seconds the build took for the CPU on a machine of 2 cores (declared: no record keeps
+    it), for START-HERE.md's way without a GPU; the GPU build's time comes from the record."""
 
 
 class Lab(_Strict):

@@ -6,8 +6,8 @@
       lesson-2.4/figures/*.png        the page's figures
       lesson-2.4/lab/...              lab/<lesson>/ without caches, virtual environments or outputs
       lesson-2.4/expected.json        the page's values and how each moves on another GPU, and
-      lesson-2.4/lab/compare.py       the check of a learner's run against them (when lab.yml
-                                      declares `scales:`; see expected.py)
+      lesson-2.4/lab/compare.py       the check of a learner's run against them, with
+      lesson-2.4/lab/compare_report.py  the table it prints (see expected.py)
 
 The bytes depend only on the inputs: entries sorted by name, every timestamp the record's start
 (or SOURCE_DATE_EPOCH when there is no record), fixed permissions, fixed compression. Names are
@@ -32,11 +32,11 @@ from ..lab.files import IGNORED_PARTS, IGNORED_SUFFIXES
 from ..lab.load import LoadedLab
 from ..record.masking import MaskError, Redactor
 from ..record.models import Run
-from .expected import COMPARE, EXPECTED, compare_source, expected_for, expected_json
+from .expected import EXPECTED, compare_files, expected_for, expected_json
 from .start_here import START_HERE, start_here
 
 # Bump when the zip's layout or START-HERE.md changes, so cached zips are not reused.
-FORMAT = "zip-2"
+FORMAT = "zip-3"
 FILE_MODE = 0o644
 EXEC_MODE = 0o755
 # Already-compressed files are stored as they are; deflating them again only costs time.
@@ -220,14 +220,18 @@ def bundle_entries(
     figures: list[Path],
     stem: str | None = None,
     notes: list[str] | None = None,
+    page: str | None = None,
+    guide: str | None = None,
 ) -> list[Entry]:
     """Every entry of a lesson's zip, sorted by name, secrets masked; the PDF is `<stem>.pdf`
-    (default: the lesson id). What was left out or masked is said in `notes`."""
+    (default: the lesson id). What was left out or masked is said in `notes`. `page` is the
+    page's Markdown (START-HERE.md numbers the steps as it does), `guide` the address of the
+    course's "Before you start" page."""
     lesson = lab.lab.lesson
     name = f"{stem or lesson}.pdf"
     left_out: list[str] = []
     entries = [
-        Entry(START_HERE, start_here(lab, run, name).encode("utf-8")),
+        Entry(START_HERE, start_here(lab, run, name, page, guide).encode("utf-8")),
         Entry(name, pdf.read_bytes()),
         *figure_entries(figures),
         *lab_entries(lab, left_out),
@@ -236,9 +240,9 @@ def bundle_entries(
     entries = masked(entries, lesson, said)
     if notes is not None:
         notes += said
-    expected = expected_for(lab, run)
-    if expected is not None:  # the learner's check of their own run: python3 compare.py
-        entries += [Entry(EXPECTED, expected_json(expected)), Entry(COMPARE, compare_source())]
+    # the learner's check of their own run: python3 compare.py
+    entries.append(Entry(EXPECTED, expected_json(expected_for(lab, run))))
+    entries += [Entry(name, data) for name, data in compare_files().items()]
     names = [safe_name(e.name) for e in entries]
     if len(set(names)) != len(names):
         raise PageError(f"lesson '{lesson}': two files would share one name in its zip")

@@ -5,7 +5,8 @@
 
 ../expected.json holds the page's values, how each should move on another card as the lab's
 recipe declares it (exact, bandwidth, compute, memory or free), and datasheet figures of common
-cards. Exit status 1 when a value that must be exact differs. Standard library only.
+cards; compare_report.py beside this file writes the table. Exit status 1 when a value that
+must be exact differs. Standard library only.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+if __package__:  # inside the course's package
+    from .compare_report import render, uses_gpu
+else:  # the lesson zip's lab/compare.py, beside lab/compare_report.py (even under python -I)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from compare_report import render, uses_gpu  # type: ignore[import-not-found,no-redef]
+
 FORMAT = 1
 # How far a scaled value may stray from its expectation and still agree: datasheet ratios
 # predict speeds only roughly (clocks, kernels and launch overhead differ between cards).
@@ -27,30 +34,6 @@ TOLERANCE = {"bandwidth": 0.25, "compute": 0.25, "memory": 0.10}
 TIME_UNITS = ("ns", "µs", "ms", "s", "min", "h")
 BYTES = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 BYTES |= {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-NOT_JUDGED = ("missing", "not comparable")
-LOOK = (
-    " look for other processes on the GPU (nvidia-smi), at the clocks and power cap (nvidia-smi"
-    " -q -d CLOCK,POWER), and at the engine versions."
-)
-NOTES = {
-    "exact": "Sizes and counts follow from the models' config.json, the dtype and the engine's"
-    " code alone, so they must match to the byte: check that lab/models/*/config.json are the"
-    " zip's and that your engine versions are the page's (above).",
-    "bandwidth": "Decode reads every weight and the cache once per token, so its speed follows"
-    " the card's memory bandwidth:" + LOOK,
-    "compute": "Prefill is bound by the tensor cores' bf16 FLOP/s:" + LOOK,
-    "memory": "What a step holds follows the card's memory: look at what else holds GPU memory"
-    " (nvidia-smi lists the processes) and at the engine versions (allocator, workspaces).",
-    "far": "More than twice away from the expectation: probably not the same work. Did the step"
-    " run with other arguments (--device cpu, --tiny, --weights), or on another GPU?",
-    "free": "Not judged: timings of one-off work, Python overhead, measured ratios and numerical"
-    " differences depend on the CPU, the driver and the libraries more than on a datasheet.",
-    "cpu": "Not comparable: this step ran on the CPU (its results say so). The lab's CPU mode"
-    " ({cpu}) shrinks the models, so even its sizes differ from the page's on purpose, and its"
-    " speeds say nothing about a GPU.",
-    "regex": "Not read: the step prints this value and writes it to no file; compare it by eye"
-    " with the output START-HERE.md shows.",
-}
 
 
 def find_card(name: str, cards: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -103,11 +86,15 @@ def detect_gpu(cards: list[dict[str, Any]]) -> Gpu | None:
 
 @dataclass
 class Observed:
-    """One of your values, or why there is none; `device` is what its results file says."""
+    """One of your values, or why there is none (`note`: a key of the report's NOTES or a
+    sentence); `device` and `tiny` are what its results file says of the run."""
 
     value: int | float | str | None
     note: str = ""
     device: str | None = None
+    tiny: bool | None = None
+    ran: bool = True
+    """False when the step's results file is not there: the step has not run here."""
 
 
 @dataclass
@@ -218,110 +205,33 @@ def compare(expected: dict[str, Any], theirs: Theirs) -> list[Row]:
     # a `like` value follows its base's expectation: bases first
     for entry in sorted(expected["values"], key=lambda e: "like" in e["scales"]):
         name, kind = entry["name"], entry["scales"]["kind"]
-        seen = theirs.values.get(name) or Observed(None, "not run")
+        seen = theirs.values.get(name) or Observed(None, "not run", ran=False)
         row = rows[name] = Row(name, entry["step"], kind, entry["value"], seen.value)
         why = ""
         if kind in TOLERANCE:
             row.expected, why = expectation(entry, page, theirs.gpu, done)
             done[name] = (row.expected, _number(entry["value"]))
-        if needs.get(entry["step"]) == "gpu" and seen.device not in (None, "cuda"):
-            row.verdict, row.note = "not comparable", "cpu"  # even where a key is missing
+        on_cpu = seen.device not in (None, "cuda")
+        if not seen.ran:
+            row.verdict, row.note = "not run", seen.note
+        elif seen.tiny:  # the lab's CPU mode shrank the models: nothing is the page's
+            row.verdict, row.note = "not comparable", "tiny"
+        elif on_cpu and needs.get(entry["step"]) == "gpu" and seen.tiny is None:
+            row.verdict, row.note = "not comparable", "cpu"  # results that do not say --tiny
+        elif on_cpu and kind in TOLERANCE:
+            row.verdict, row.note = "not comparable", "cpu-speed"
         elif seen.value is None:
-            row.verdict, row.note = "not read" if seen.note == "regex" else "missing", seen.note
+            verdicts = {"regex": "not read", "null": "not measured"}
+            row.verdict, row.note = verdicts.get(seen.note, "missing"), seen.note
         else:
             row.verdict, row.note, row.off = judge(entry, seen.value, row.expected)
             row.note = why if row.verdict == "no expectation" else row.note
+            row.note = "undeclared" if entry.get("undeclared") else row.note
     return [rows[e["name"]] for e in expected["values"]]
 
 
-def _fmt(value: Any, kind: str) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return value if len(value) <= 15 else value[:14] + "~"
-    if kind == "int":  # an expectation of a count is a fraction: 0.9 of a conversation
-        return f"{value:.1f}" if abs(value) < 100 and value != int(value) else f"{round(value):,}"
-    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
-
-
-def _engine_text(engine: dict[str, str | None], page: dict[str, str | None] | None = None) -> str:
-    page = page or engine
-    return ", ".join(
-        f"{n} {v or 'not installed'}" + (f" (the page: {page.get(n)})" if page.get(n) != v else "")
-        for n, v in sorted(engine.items())
-    )
-
-
-def render(e: dict[str, Any], t: Theirs, rows: list[Row]) -> str:
-    """The table (value, unit, page, yours, expected on your card, verdict), notes, summary."""
-    page = page_gpu(e)
-    entries = {v["name"]: v for v in e["values"]}
-    needs = {s["id"]: s.get("needs") for s in e["steps"]}
-    lines = [
-        f"{e['title']}: your run against the page's",
-        f"  page:  run {e['run']} on {page or 'no GPU'}; {_engine_text(e['engine'])}",
-        f"  yours: {t.source} on {t.gpu or 'no GPU'}; {_engine_text(t.engine, e['engine'])}",
-    ]
-    for c in {g.card["name"]: g.card for g in (page, t.gpu) if g and g.card}.values():
-        lines.append(
-            f"  {c['name']}: {c['bandwidth_gb_s']:,g} GB/s, {c['bf16_tflops']:,g} TFLOP/s bf16"
-            f" dense, {c['memory_gb']:g} GB (datasheet figures; expected.json names each source)"
-        )
-    head = f"{'value':<30} {'unit':<5} {'page':>16} {'yours':>16} {'expected':>16}  verdict"
-    lines += ["", head, "-" * len(head)]
-    notes: list[str] = []
-    for index, row in enumerate(rows):
-        if index == 0 or rows[index - 1].step != row.step:
-            lines.append(f"{row.step}{' (needs a GPU)' if needs[row.step] == 'gpu' else ''}")
-        verdict = row.verdict
-        if verdict in ("off", "differs") and row.off is not None:
-            verdict = f"{verdict} by {row.off:+.0%}"
-        if row.note:
-            text = NOTES.get(row.note, row.note).replace("{cpu}", e.get("cpu_args") or "")
-            notes += [text] if text not in notes else []
-            verdict += f" [{notes.index(text) + 1}]"
-        entry = entries[row.name]
-        name = row.name.split(".", 1)[1]
-        expected = row.page if row.kind == "exact" else row.expected  # exact: the page's own
-        expected = None if row.verdict == "not comparable" else expected
-        cells = [_fmt(v, entry["type"]) for v in (row.page, row.theirs, expected)]
-        lines.append(
-            f"{name[:30]:<30} {entry['unit']:<5} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16}"
-            f"  {verdict}"
-        )
-    lines += ["", *(f"[{i}] {text}" for i, text in enumerate(notes, start=1)), ""]
-    return "\n".join([*lines, *summary(e, rows)]) + "\n"
-
-
-def summary(expected: dict[str, Any], rows: list[Row]) -> list[str]:
-    """What the table says, in a few sentences."""
-    lines, differ = [], exact_differs(rows)
-    exact = [r for r in rows if r.kind == "exact" and r.verdict in ("agrees", "differs")]
-    scaled = [r for r in rows if r.kind in TOLERANCE and r.verdict not in NOT_JUDGED]
-    cpu = list(dict.fromkeys(r.step for r in rows if r.verdict == "not comparable"))
-    missing = list(dict.fromkeys(r.step for r in rows if r.verdict == "missing"))
-    if differ:
-        lines.append(
-            f"{len(differ)} of {len(exact)} values that must match to the byte DIFFER: "
-            f"{', '.join(r.name for r in differ)}."
-        )
-    elif exact:
-        lines.append(f"Sizes and counts match the page's to the byte ({len(exact)} values).")
-    if scaled:
-        count = {v: sum(r.verdict == v for r in scaled) for v in ("agrees", "off", "differs")}
-        count["no expectation"] = len(scaled) - sum(count.values())
-        words = ("agree", "off", "differ", "without one")
-        said = ", ".join(f"{n} {w}" for n, w in zip(count.values(), words, strict=True) if n)
-        lines.append(f"Scaled to your card ({len(scaled)} values): {said}.")
-    if cpu:
-        lines.append(
-            f"Speeds are not comparable on a CPU: {', '.join(cpu)} ran on the CPU. Run them on an"
-            f" NVIDIA GPU without `{expected.get('cpu_args') or '--device cpu'}`, then"
-            " compare again."
-        )
-    if missing:
-        lines.append(f"Not run here (no results): {', '.join(missing)}.")
-    return lines
+MISSING = object()
+"""What `_at` gives for a key the file does not have (None is a key that holds null)."""
 
 
 def _at(data: Any, key: str) -> Any:
@@ -331,8 +241,10 @@ def _at(data: Any, key: str) -> Any:
         elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
             data = data[int(part)]
         else:
-            return None
-    return None if isinstance(data, (dict, list)) else data
+            return MISSING
+    if isinstance(data, dict) and "median" in data:  # a timed value with its spread
+        return data["median"]
+    return MISSING if isinstance(data, (dict, list)) else data
 
 
 def read_outputs(expected: dict[str, Any], lab: Path) -> dict[str, Observed]:
@@ -348,17 +260,29 @@ def read_outputs(expected: dict[str, Any], lab: Path) -> dict[str, Observed]:
             try:
                 files[path] = json.loads((lab / path).read_text(encoding="utf-8"))
             except FileNotFoundError:
-                files[path] = f"{path} is not there: run the step first (START-HERE.md)"
+                files[path] = None
             except (OSError, ValueError) as exc:
                 files[path] = f"{path} cannot be read: {exc}"
         data = files[path]
+        if data is None:
+            found[name] = Observed(None, f"{path} is not there: run the step first", ran=False)
+            continue
         if isinstance(data, str):
             found[name] = Observed(None, data)
             continue
         device = data.get("device") if isinstance(data, dict) else None
+        tiny = data.get("tiny") if isinstance(data, dict) else None
         value = _at(data, entry["key"])
-        note = "" if value is not None else f"{path} lacks some of the page's keys: an older lab?"
-        found[name] = Observed(value, note, device if isinstance(device, str) else None)
+        note = "null" if value is None else ""
+        if value is MISSING:
+            value, note = None, f"{path} has no `{entry['key']}` (a part the step left out on"
+            note += " this machine, or another version of the lab)"
+        found[name] = Observed(
+            value,
+            note,
+            device if isinstance(device, str) else None,
+            tiny if isinstance(tiny, bool) else None,
+        )
     return found
 
 
@@ -386,11 +310,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compare.py: cannot use {args.expected} ({expected.get('format')}, not {FORMAT})")
         return 2
     cards, engine = expected["cards"], {n: installed(n) for n in expected["engine"]}
-    gpu = Gpu(args.gpu, None, find_card(args.gpu, cards)) if args.gpu else detect_gpu(cards)
+    gpu = Gpu(args.gpu, None, find_card(args.gpu, cards)) if args.gpu else None
+    gpu = gpu or (detect_gpu(cards) if uses_gpu(expected) else None)
     values = read_outputs(expected, args.lab)
     theirs = Theirs(f"results in {args.lab}", gpu, engine, values)
     rows = compare(expected, theirs)
-    sys.stdout.write(render(expected, theirs, rows))
+    sys.stdout.write(render(expected, theirs, rows, page_gpu(expected)))
     return 1 if exact_differs(rows) else 0
 
 

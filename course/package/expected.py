@@ -18,26 +18,26 @@ from ..lab.load import LoadedLab, load_lab
 from ..pages.choose import lesson_page_runs, page_run
 from ..record.models import Run
 from ..record.store import Store
-from . import compare_lab
+from . import compare_lab, compare_report
 from .cards import rental_cards
 
 EXPECTED = "expected.json"
 """The expectation's file name, at the zip's top beside START-HERE.md."""
 COMPARE = "lab/compare.py"
 """Where the zip carries compare_lab.py."""
+COMPARE_REPORT = "lab/compare_report.py"
+"""Where the zip carries compare_report.py, which compare.py imports from beside it."""
 
 
 def declares_scales(lab: LoadedLab) -> bool:
     """Whether any value of the lab says how it moves on another GPU."""
-    return any(c.scales for step in lab.lab.steps for c in step.capture.values())
+    return any(step.scaling(n) for step in lab.lab.steps for n in step.capture)
 
 
-def expected_for(lab: LoadedLab, run: Run) -> dict[str, Any] | None:
-    """expected.json: the run's values that the lab declares a scaling for, each with where a
-    learner's run writes it (file and key), the run's GPU and engine, the table of cards; None
-    when the lab declares none."""
-    if not declares_scales(lab):
-        return None
+def expected_for(lab: LoadedLab, run: Run) -> dict[str, Any]:
+    """expected.json: every value of the run, each with how the lab declares it moves on another
+    GPU (`free` and `undeclared` where it declares nothing: shown, not judged) and where a
+    learner's run writes it (file and key), the run's GPU and engine, the table of cards."""
     recorded = {s.id: s for s in run.record.steps}
     steps, values = [], []
     for step in lab.lab.steps:
@@ -46,12 +46,13 @@ def expected_for(lab: LoadedLab, run: Run) -> dict[str, Any] | None:
             continue  # the run predates the step: nothing of the page's to compare with
         steps.append({"id": step.id, "title": step.title, "needs": step.needs})
         for name, capture in step.capture.items():
-            if capture.scales is None or name not in rec.values:
+            if name not in rec.values:
                 continue
             value = rec.values[name]
-            scales = capture.scales.model_dump(exclude_none=True)
-            if capture.scales.like:
-                scales["like"] = f"{step.id}.{capture.scales.like}"
+            declared = step.scaling(name)
+            scales = declared.model_dump(exclude_none=True) if declared else {"kind": "free"}
+            if declared and declared.like:
+                scales["like"] = f"{step.id}.{declared.like}"
             where = (
                 {"json": capture.json_file, "key": capture.key}
                 if capture.json_file
@@ -65,6 +66,7 @@ def expected_for(lab: LoadedLab, run: Run) -> dict[str, Any] | None:
                     "type": value.type,
                     "unit": value.unit,
                     "scales": scales,
+                    **({} if declared else {"undeclared": True}),
                     **where,
                 }
             )
@@ -94,17 +96,21 @@ def compare_source() -> bytes:
     return Path(compare_lab.__file__).read_bytes()
 
 
+def compare_files() -> dict[str, bytes]:
+    """The zip's compare.py and the report module it imports, by their names in the zip."""
+    return {COMPARE: compare_source(), COMPARE_REPORT: Path(compare_report.__file__).read_bytes()}
+
+
 def undeclared(lab: LoadedLab, run: Run) -> list[str]:
-    """The run's values whose capture declares no `scales:` (left out of the comparison)."""
+    """The run's values for which neither the capture nor its step declares `scales:` (shown,
+    not judged)."""
     left = []
     for rec in run.record.steps:
         try:
             step = lab.lab.step(rec.id)
         except KeyError:
             continue
-        left += [
-            f"{rec.id}.{n}" for n in rec.values if n in step.capture and not step.capture[n].scales
-        ]
+        left += [f"{rec.id}.{n}" for n in rec.values if n in step.capture and not step.scaling(n)]
     return left
 
 
@@ -150,17 +156,19 @@ def compare_runs(
     store = Store(root / "build")
     lab = load_lab(root / "lab" / lesson / "lab.yml")
     page = store.get(lesson, against) if against else page_run_of(root, store, lesson)
-    expected = expected_for(lab, page)
-    if expected is None:
+    if not declares_scales(lab):
         raise CourseError(
             f"{lab.display_path()} declares no `scales:` for any value, so there is nothing to "
             "judge a run on another GPU by (add `scales: exact | bandwidth | compute | memory | "
             "free` to its captures)"
         )
+    expected = expected_for(lab, page)
     theirs = observed(store.get(lesson, run_id), expected)
     rows = compare_lab.compare(expected, theirs)
-    text = compare_lab.render(expected, theirs, rows)
+    text = compare_report.render(expected, theirs, rows, compare_lab.page_gpu(expected))
     left = undeclared(lab, page)
     if left:
-        text += f"Left out, without `scales:` in {lab.display_path()}: {', '.join(left)}.\n"
+        text += (
+            f"Shown, not judged, without `scales:` in {lab.display_path()}: {', '.join(left)}.\n"
+        )
     return text, 1 if compare_lab.exact_differs(rows) else 0

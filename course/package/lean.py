@@ -13,6 +13,9 @@ from urllib.parse import unquote, urljoin, urlsplit
 from .document import Cover, Page, PrintMeta
 
 SITE = "https://site.invalid/"
+ANSWERS_ID = "print-answers"
+ANSWERS_TITLE = "Answers to the checks"
+"""The heading of the checks' answers, gathered at the end of the PDF (and in its contents)."""
 # What a printed page has no use for: Material's edit button, permalinks, copy buttons, feedback
 # form and source-file footer; our widgets' screen-only parts; anything marked course-no-print.
 DROP = (
@@ -150,7 +153,7 @@ class Lean:
         if not answers:
             return ""
         return (
-            '<section class="print-answers"><h2 id="print-answers">Answers to the checks</h2>'
+            f'<section class="print-answers"><h2 id="{ANSWERS_ID}">{ANSWERS_TITLE}</h2>'
             + "".join(answers)
             + "</section>"
         )

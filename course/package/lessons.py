@@ -37,11 +37,10 @@ from ..pages.choose import lesson_page_runs
 from ..pages.facts import (
     checked_on,
     engine_text,
-    hands_on_seconds,
+    hands_on,
     machine_text,
     prose_words,
     reading_minutes,
-    typing_seconds,
 )
 from ..pages.format import minutes_text
 from ..pages.lessons import read_meta
@@ -55,6 +54,8 @@ DOWNLOADS = "downloads"
 CACHE = Path(".cache") / "package"
 PR_SET_PDEATHSIG = 1
 """prctl(2): the signal a process gets when its parent dies."""
+GUIDE_PAGE = "before-you-start.md"
+"""The learners' page on renting a GPU and getting a lab onto it, under docs/."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,10 @@ class _Job:
     """The hash of the PDF's inputs."""
     pdf_target: Path
     pdf_reused: bool
+    markdown: str = ""
+    """The page's Markdown: its "Step N" headings number START-HERE.md's steps."""
+    guide: str | None = None
+    """The address of the course's "Before you start" page, for START-HERE.md."""
     document: PrintDocument | None = None
     """The document to print, when the kept PDF cannot be reused."""
     pdf_seconds: float = 0.0
@@ -199,6 +204,9 @@ def _plan(
     target = downloads / f"{stem}.pdf"
     reused = _reuse(keep / "page.pdf", key, target)
     job = _Job(page, stem, run, lab, page_html, keep, key, target, reused)
+    job.markdown = (root / "docs" / page.src).read_text(encoding="utf-8")
+    if site.url and (root / "docs" / GUIDE_PAGE).is_file():
+        job.guide = site.url + GUIDE_PAGE.removesuffix(".md") + "/"
     if not reused:
         _forget(keep / "page.pdf")
         job.document = pdf.prepare(page_html, cover, meta)
@@ -281,7 +289,14 @@ def _finish(job: _Job) -> Packaged:
     """The zip of one lesson, reused or made, once its PDF is in place."""
     notes: list[str] = []
     entries = bundle.bundle_entries(
-        job.lab, job.run, job.pdf_target, job.page_html.figures, job.stem, notes
+        job.lab,
+        job.run,
+        job.pdf_target,
+        job.page_html.figures,
+        job.stem,
+        notes,
+        job.markdown,
+        job.guide,
     )
     date = bundle.zip_date(job.run)
     zip_key = bundle.entries_key(job.stem, entries, date)
@@ -301,13 +316,9 @@ def cover_of(root: Path, src: str, run: Run, lab: LoadedLab) -> Cover:
     """A cover for a page without the lesson header: its facts from front matter and record."""
     meta, _, body = read_meta(root / "docs" / src, f"docs/{src}")
     reading = reading_minutes(prose_words(body))
-    steps, installs, downloads = hands_on_seconds(run, lab)
-    downloads += typing_seconds(lab)  # the reading-and-typing allowance counts as hands-on time
+    spent = hands_on(run, lab).total  # steps, builds, set-up and the typing allowance
     facts = (
-        (
-            "Time",
-            f"about {reading} min to read; {minutes_text(steps + installs + downloads)} hands-on",
-        ),
+        ("Time", f"about {reading} min to read; {minutes_text(spent)} hands-on"),
         ("GPU", machine_text(run, lab)),
         ("Checked on", f"{checked_on(run)}, with {engine_text(run)} (run {run.run_id})"),
     )

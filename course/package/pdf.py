@@ -30,7 +30,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 from ..errors import PageError
 from ..pages.deferred import inline
 from .document import Cover, Page, PrintDocument, PrintMeta, template
-from .lean import SITE, Lean, attr, is_remote, resolve_image, serialise
+from .lean import ANSWERS_ID, ANSWERS_TITLE, SITE, Lean, attr, is_remote, resolve_image, serialise
 
 _CODE = re.compile(r"(<code\b[^>]*>)(.*?)(</code>)", re.DOTALL)
 _CODE_TAG = re.compile(r"</?(?:span|a)\b[^>]*>")
@@ -124,22 +124,25 @@ def prepare(page: Page, fallback: Cover, meta: PrintMeta) -> PrintDocument:
         keywords=attr(", ".join(meta.keywords)),
         date=attr(meta.date),
         css=template("print.css"),
-        cover=cover_html(cover, meta) + contents_html(article),
+        cover=cover_html(cover, meta) + contents_html(article, bool(answers)),
         body=body,
         answers=answers,
     )
     return PrintDocument(html=document, base_url=SITE + meta.page_url, checks=lean.check_count)
 
 
-def contents_html(article: ET.Element) -> str:
-    """A table of contents of the page's sections (its h2 headings), each with its page number
-    (print.css draws a dotted leader and `target-counter`)."""
+def contents_html(article: ET.Element, answers: bool = False) -> str:
+    """A table of contents of the page's sections (its h2 headings), and the answers to the
+    checks printed after them when there are some, each with its page number (print.css draws a
+    dotted leader and `target-counter`)."""
     entries = []
     for heading in article.iter("h2"):
         anchor = heading.get("id")
         text = " ".join("".join(heading.itertext()).split()).removesuffix("¶").strip()
         if anchor and text:
             entries.append(f'<li><a href="#{attr(anchor)}">{html.escape(text)}</a></li>')
+    if answers:  # lean.checks() gathers them at the end, outside the article
+        entries.append(f'<li><a href="#{ANSWERS_ID}">{ANSWERS_TITLE}</a></li>')
     if len(entries) < 3:
         return ""
     return f'<nav class="print-toc"><h2>Contents</h2><ol>{"".join(entries)}</ol></nav>'

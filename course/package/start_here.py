@@ -1,31 +1,38 @@
 """START-HERE.md, the first file of a lesson zip: how to set up, then each step with its command,
-what it does and the output it should print, all from the lab's recipe and the recorded run."""
+its form for a machine without a GPU, what it does and the output it should print, all from the
+lab's recipe and the recorded run. Steps are numbered as the page numbers them (`numbering.py`);
+every command block is typed as it stands, in order, from the zip's `lab/` folder (the test that
+follows them: tests/lessons/test_learner_path.py).
+"""
 
 from __future__ import annotations
 
-import re
-
 from ..lab.load import LoadedLab
-from ..lab.schema import AnyStep, StartStep, StopStep, step_command
-from ..pages.facts import gpu_name
-from ..pages.format import day, duration
-from ..pages.install import PYTHON, install_commands, lab_spec, pins
-from ..record.models import PROMPT, Run, Value
+from ..pages.facts import RENTED_CARD_BYTES, gpu_need, gpu_steps
+from ..pages.format import day, duration, minutes_text
+from ..pages.install import PYTHON, cpu_install_commands, install_commands, lab_spec, pins
+from ..record.models import Run
+from .numbering import step_labels
+from .start_steps import GIB, build_section, fenced, step_section
+from .start_steps import machine as machine_of
 
 START_HERE = "START-HERE.md"
-# Expected output longer than this is shown as its head and tail.
-HEAD_LINES = 40
-TAIL_LINES = 20
-LONG_LINE = 200
-_VERSION = re.compile(r"[^0-9A-Za-z.+!_-]")
+GUIDE = "Before you start"
+"""The course's page for learners on renting a GPU, connecting and copying a lab there."""
 
 
-def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
-    """The guide to the zip: set-up, then every step with its command, purpose, output and time."""
+def start_here(
+    lab: LoadedLab, run: Run, pdf_name: str, page: str | None = None, guide: str | None = None
+) -> str:
+    """The guide to the zip: set-up, then every step with its command, purpose, output and time.
+
+    `page` is the lesson page's Markdown (its "Step N" headings number the steps); `guide` the
+    address of the course's "Before you start" page, when the site has one.
+    """
     record = run.record
-    machine = _machine(run)
+    machine = machine_of(run)
     steps = lab.lab.steps
-    gpu_steps = [s for s in steps if s.needs == "gpu"]
+    labels = step_labels(page, [s.id for s in steps])
     lines = [
         f"# {lab.lab.title}: start here",
         "",
@@ -39,74 +46,124 @@ def start_here(lab: LoadedLab, run: Run, pdf_name: str) -> str:
         (
             f"The outputs and times below are from our recorded run `{record.run_id}`, made on "
             f"{machine} on {day(record.started)}. Your numbers will differ a little on another "
-            "machine; the shape of the results should not."
+            "machine; the shape of the results should not. The steps are numbered as the page "
+            "numbers them."
         ),
         "",
-        "## Before you start",
-        "",
-        (
-            f"Every command below runs inside `lab/`. Open a terminal in this folder and type `cd "
-            "lab`. "
-            f"The steps use `{lab.lab.python}` (Python {PYTHON} or newer)."
-        ),
-        "",
+        *_before_you_start(lab, run, machine, labels, guide),
     ]
-    if gpu_steps:
-        lines += [
-            (
-                f"{len(gpu_steps)} of the {len(steps)} steps need an NVIDIA GPU (marked below). "
-                "Steps without the mark run on any machine, with nothing to install."
-            ),
-            "",
-        ]
-    if lab_spec(lab.folder) or pins(run, lab):
-        lines += [
-            (
-                "For the steps that use them, install the lab's requirements with the engine "
-                "versions we recorded, in a virtual environment, with one command:"
-            ),
-            "",
-            "```bash",
-            *install_commands(lab, run),
-            "```",
-            "",
-        ]
-    setup = lab.lab.setup
-    spent = [f"installing about {duration(setup.install_seconds)}"] if setup.install_seconds else []
-    spent += (
-        [f"downloads about {duration(setup.download_seconds)}"] if setup.download_seconds else []
-    )
-    if spent:
-        lines += [f"On our machine, {' and '.join(spent)}.", ""]
-    lines += _builds_section(lab, run, machine)
-    numbers = {step.id: i for i, step in enumerate(steps, start=1)}
-    for index, step in enumerate(steps, start=1):
-        lines += _step_section(step, index, len(steps), run, machine, numbers, lab.lab.cpu_args)
-    if any(c.scales for step in steps for c in step.capture.values()):
-        lines += compare_section(machine)
-    total = sum(s.seconds or 0.0 for s in record.steps)
+    for step in steps:
+        for name in step.uses:  # how to get an engine, right before the first step that uses it
+            if next(s for s in steps if name in s.uses) is step:
+                lines += build_section(lab, run, machine, labels, name)
+        lines += step_section(step, labels, run, lab)
+    lines += compare_section(machine, bool(gpu_steps(lab)))
+    total = sum(s.seconds or 0.0 for s in record.steps if s.kind != "build")
+    rented = " If you rented a GPU for this lab, stop or delete the machine now: it costs money "
     lines += [
         "## When you are done",
         "",
-        (
-            f"All {len(steps)} steps took {duration(total)} on {machine}. If you rented a GPU for "
-            "this lab, stop or delete the machine now: it costs money for as long as it runs."
-        ),
+        f"All {len(steps)} steps took {duration(total)} on {machine}."
+        + (rented + "for as long as it runs." if gpu_steps(lab) else ""),
         "",
     ]
     return "\n".join(lines)
 
 
-def compare_section(machine: str) -> list[str]:
-    """How to check one's own run against the page's (the zip's lab/compare.py)."""
-    return [
-        "## Compare your numbers with the page's",
-        "",
-        "When the steps have run, type in `lab/`:",
-        "",
-        *_fenced("python3 compare.py", "bash"),
+def _before_you_start(
+    lab: LoadedLab, run: Run, machine: str, labels: dict[str, str], guide: str | None
+) -> list[str]:
+    """Where to type, the GPU the lab needs (memory from the recorded peaks), the install."""
+    lines = [
+        "## Before you start",
         "",
         (
+            "Every command below runs inside `lab/`. Open a terminal in this folder and type `cd "
+            f"lab`. The steps use `{lab.lab.python}` (Python {PYTHON} or newer)."
+        ),
+        "",
+    ]
+    needing = gpu_steps(lab)
+    where = f" ({guide})" if guide else ""
+    if needing:
+        lines += [_gpu_text(lab, run, machine, labels), ""]
+        lines += [
+            (
+                "Each of them also runs on a CPU with shrunk models, in the form given beside it: "
+                "try the lab there before you rent a GPU. Renting a GPU, connecting to it and "
+                f'copying this folder there: the course\'s page "{GUIDE}"{where}.'
+            ),
+            "",
+        ]
+    else:
+        lines += ["Every step runs on any machine: none needs a GPU.", ""]
+    if lab_spec(lab.folder) or pins(run, lab):
+        lines += [
+            (
+                "Install the lab's requirements with the engine versions we recorded, in a "
+                "virtual environment, with one command:"
+            ),
+            "",
+            *fenced("\n".join(install_commands(lab, run)), "bash"),
+            "",
+        ]
+        cpu = cpu_install_commands(lab, run)
+        if cpu:
+            lines += [
+                (
+                    "On a machine without an NVIDIA GPU, install PyTorch's CPU build first: "
+                    "without it pip fetches the GPU build and its CUDA libraries, gigabytes "
+                    "you do not need. Type these lines instead:"
+                ),
+                "",
+                *fenced("\n".join(cpu), "bash"),
+                "",
+            ]
+    setup = lab.lab.setup
+    allow = [f"{minutes_text(setup.install_seconds)} for the install"] * bool(setup.install_seconds)
+    allow += [f"{minutes_text(setup.download_seconds)} for downloads"] * bool(
+        setup.download_seconds
+    )
+    if allow:
+        lines += [f"Allow {' and '.join(allow)} (our estimate, not a timing).", ""]
+    return lines
+
+
+def _gpu_text(lab: LoadedLab, run: Run, machine: str, labels: dict[str, str]) -> str:
+    """How many steps need a GPU, with how much memory, and which size themselves to it."""
+    needing, steps = gpu_steps(lab), lab.lab.steps
+    need = gpu_need(run, lab)
+    text = f"{len(needing)} of the {len(steps)} steps need an NVIDIA GPU (marked below)."
+    if need.peak is not None and need.step is not None:
+        fits = (
+            "a 24 GB card such as an RTX 4090 runs every step"
+            if need.peak <= RENTED_CARD_BYTES
+            else "that is more than a 24 GB card such as an RTX 4090 holds"
+        )
+        text += (
+            f" They need at least {need.peak / GIB:.1f} GiB of GPU memory, the most one of them "
+            f"took on {machine} (step {labels[need.step]}): {fits}."
+        )
+    if need.sized:
+        peaks = sorted(peak / GIB for _, peak in need.sized)
+        shown = f"{peaks[0]:.1f}" if len(peaks) == 1 else f"{peaks[0]:.1f}–{peaks[-1]:.1f}"
+        which = ", ".join(labels[s] for s, _ in need.sized)
+        one = len(need.sized) == 1
+        text += (
+            f" Step{'' if one else 's'} {which} size{'s' if one else ''} "
+            f"{'itself' if one else 'themselves'} to the card {'it finds' if one else 'they find'}"
+            f": {'its peak' if one else 'their peaks'} on {machine} ({shown} GiB) "
+            f"{'is' if one else 'are'} a share of its memory, not what "
+            f"{'it needs' if one else 'they need'}; on a smaller card "
+            f"{'it takes' if one else 'they take'} less."
+        )
+    return text
+
+
+def compare_section(machine: str, gpu_lab: bool = True) -> list[str]:
+    """How to check one's own run against the page's (the zip's lab/compare.py)."""
+    if gpu_lab:
+        what = (
             "It reads the results your run wrote (`results/*.json`) and your GPU (through "
             f"`nvidia-smi`), and prints, value by value, the page's number from {machine}, yours, "
             "and what to expect on your card once its memory bandwidth, compute and memory are "
@@ -115,167 +172,20 @@ def compare_section(machine: str) -> list[str]:
             "match to the byte: it ends with status 1 when one differs. After the CPU form of "
             "the steps it checks the sizes the CPU steps computed and says why the rest cannot "
             "be compared."
-        ),
+        )
+    else:
+        what = (
+            "It reads the results your run wrote (`results/*.json`) and prints, value by value, "
+            f"the page's number from {machine} and yours, with a verdict. Sizes must match to "
+            "the byte: it ends with status 1 when one differs."
+        )
+    return [
+        "## Compare your numbers with the page's",
+        "",
+        "When the steps have run, type in `lab/`:",
+        "",
+        *fenced("python3 compare.py", "bash"),
+        "",
+        what,
         "",
     ]
-
-
-def _builds_section(lab: LoadedLab, run: Run, machine: str) -> list[str]:
-    """How to get each native engine the lab builds (llama.cpp), before the steps that use it."""
-    lines: list[str] = []
-    for name, build in lab.lab.builds.items():
-        users = [s.id for s in lab.lab.steps if name in s.uses]
-        step_id = "build-" + name.replace(".", "-")
-        recorded = next((r for r in run.record.steps if r.id == step_id), None)
-        # recorded strings go into Markdown and a shell command: only a version's characters
-        version = _VERSION.sub("", run.record.engine.get(name) or build.version)
-        commit = recorded.values.get("commit") if recorded else None
-        took = recorded.values.get("build_seconds") if recorded else None
-        made = f" (source commit {_VERSION.sub('', str(commit.value))[:9]})" if commit else ""
-        env = name.replace(".", "_").replace("-", "_").upper() + "_DIR"
-        lines += [
-            f"## Before steps {', '.join(users)}: get {name}",
-            "",
-            f"These steps run {name}'s own programs; we used release {version}{made} of "
-            f"`{build.package}`, built from its source. Either download a prebuilt release of "
-            f"{name} for your GPU and unpack it, or build it. The source comes with "
-            f"`pip download --no-deps --no-binary :all: {build.package}=={version}`; the lab's "
-            "build script takes it packed as a .tar.xz with the source folder on top, and needs "
-            "CMake, a C++ compiler and, for an NVIDIA GPU, the CUDA toolkit:",
-            "",
-            *_fenced(
-                build.command.replace('"$SOURCE"', "SOURCE.tar.xz")
-                .replace('"$PREFIX"', "~/" + name)
-                .replace('"$DEVICE"', "cuda"),
-                "bash",
-            ),
-            "",
-            f"Then make its programs findable: `export {env}=~/{name}` (or put its `bin/` on "
-            "your PATH).",
-        ]
-        if took is not None and not isinstance(took.value, str):
-            lines.append(f"Building it took {duration(float(took.value))} on {machine}.")
-        lines.append("")
-    return lines
-
-
-def cpu_command(step: AnyStep, cpu_args: str | None) -> str | None:
-    """A GPU step's command with the lab's CPU arguments, when it is one Python script."""
-    command = step_command(step)
-    if not cpu_args or step.needs != "gpu" or not command.startswith("python3 "):
-        return None
-    if step.uses:  # it needs a native engine built first (see the build step's commands)
-        return None
-    if any(mark in command for mark in ("&&", "|", ";", ">")):
-        return None
-    return f"{command} {cpu_args}"
-
-
-def _step_section(
-    step: AnyStep,
-    index: int,
-    count: int,
-    run: Run,
-    machine: str,
-    numbers: dict[str, int],
-    cpu_args: str | None = None,
-) -> list[str]:
-    recorded = next((r for r in run.record.steps if r.id == step.id), None)
-    title = step.title or f"step '{step.id}'"
-    mark = " (needs a GPU)" if step.needs == "gpu" else ""
-    lines = [f"## Step {index} of {count}: {step.id}{mark}", ""]
-    if isinstance(step, StopStep):
-        started = numbers.get(step.stop)
-        lines += [
-            (
-                f"**What it does:** ends the service of step {started} ({step.stop}). Go to the "
-                "terminal "
-                "where it runs and press Ctrl-C."
-            ),
-            "",
-        ]
-        return lines
-    lines += [f"**What it does:** {title.rstrip('.')}.", ""]
-    if step.env:
-        settings = " ".join(f"{name}={value}" for name, value in sorted(step.env.items()))
-        lines += [f"It runs with these environment variables set: `{settings}`.", ""]
-    if isinstance(step, StartStep):
-        ready = (
-            f"`{step.ready.url}` answers"
-            if step.ready.url
-            else f"a line matching `{step.ready.log}` appears"
-        )
-        lines += [
-            (
-                "This one starts a service that keeps running: type it in a second terminal (also "
-                "in "
-                f"`lab/`) and leave it there. It is ready when {ready}."
-            ),
-            "",
-        ]
-    lines += ["Type:", "", *_fenced(step_command(step), "bash"), ""]
-    tiny = cpu_command(step, cpu_args)
-    if tiny:
-        lines += [
-            "No GPU at hand? The same script runs on a CPU in seconds with shrunk models (its "
-            "numbers are not the page's, but every line of the output is there):",
-            "",
-            *_fenced(tiny, "bash"),
-            "",
-        ]
-    if recorded is None:
-        lines += ["Our recorded run predates this step: there is no output of ours to compare.", ""]
-        return lines
-    took = duration(recorded.seconds or 0.0)
-    verb = "was ready after" if isinstance(step, StartStep) else "took"
-    memory = peak_memory(recorded.values)
-    lines += [f"It {verb} {took} on {machine}{memory}. Expected output (from our run):", ""]
-    lines += [*_fenced("\n".join(expected_output(run, step.id)), "text"), ""]
-    return lines
-
-
-def peak_memory(values: dict[str, Value]) -> str:
-    """', and its peak GPU memory was 20.4 GiB' from the step's recorded `peak_gpu_memory` values
-    (the reserved figure when there is one: what the GPU had to hand over)."""
-    found = values.get("peak_gpu_memory_reserved") or values.get("peak_gpu_memory")
-    if found is None or found.unit != "B" or isinstance(found.value, str) or not found.value:
-        return ""
-    return f", and its peak GPU memory was {found.value / 2**30:.1f} GiB"
-
-
-def expected_output(run: Run, step_id: str) -> list[str]:
-    """A step's recorded output without its command line, trimmed to head and tail when long."""
-    step = run.record.step(step_id)
-    if step.transcript is None:
-        return ["(no output was recorded)"]
-    text = run.transcript(step_id)
-    head = f"{PROMPT}{step.command}\n"
-    body = text.removeprefix(head)
-    lines = body.rstrip("\n").split("\n") if body.strip() else []
-    lines = [line if len(line) <= LONG_LINE else line[:LONG_LINE] + " …" for line in lines]
-    if len(lines) > HEAD_LINES + TAIL_LINES + 1:
-        left = len(lines) - HEAD_LINES - TAIL_LINES
-        lines = [*lines[:HEAD_LINES], f"[… {left} lines left out …]", *lines[-TAIL_LINES:]]
-    return lines or ["(the step printed nothing)"]
-
-
-def _fenced(text: str, language: str) -> list[str]:
-    longest = max((len(run) for run in text.split("\n") for run in _backtick_runs(run)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [f"{fence}{language}", text, fence]
-
-
-def _backtick_runs(line: str) -> list[str]:
-    runs, current = [], ""
-    for char in line:
-        if char == "`":
-            current += char
-        elif current:
-            runs.append(current)
-            current = ""
-    return [*runs, current] if current else runs
-
-
-def _machine(run: Run) -> str:
-    name = gpu_name(run)
-    return f"our {name}" if name else "our machine (no GPU)"

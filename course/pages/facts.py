@@ -1,9 +1,12 @@
 """Page facts, computed and never typed: reading time, hands-on time, cost, provenance, downloads.
 
 reading time   words of prose (code and terminal output left out) at 200 words a minute
-hands-on time  the record's step seconds + lab.yml's setup.install_seconds + download_seconds
-cost           hands-on hours × each price per hour of the record's GPU, from the course's facts
-               (lab/common/labkit/facts.toml: cards.<card>.prices, found by the card's name)
+hands-on time  the record's step seconds + its builds' (llama.cpp) + lab.yml's
+               setup.install_seconds + download_seconds + a minute a step to read and type
+GPU memory     the largest recorded peak of a GPU step that does not size itself to the card
+cost           hands-on hours × each price per hour of the card a learner rents for the lab (an
+               RTX 4090 where the lab fits it, else the recorded GPU), from `card_prices`: the
+               course's facts (lab/common/labkit/facts.toml: cards.<card>.prices)
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ from __future__ import annotations
 import html
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from ..lab.facts import FACTS_FILE, Price, load_facts
 from ..lab.load import LoadedLab
-from ..record.models import Run
+from ..record.models import Run, Value
 from .format import day, duration, minutes_text, money
 
 WORDS_PER_MINUTE = 200
@@ -70,14 +74,52 @@ def typing_seconds(lab: LoadedLab | None) -> float:
     return TYPING_SECONDS_PER_STEP * len(lab.lab.steps) if lab is not None else 0.0
 
 
-def hands_on_seconds(run: Run, lab: LoadedLab | None) -> tuple[float, float, float]:
-    """(steps, installs, downloads) in seconds: recorded step time plus the lab's declared
-    set-up.
-    """
-    steps = sum(s.seconds or 0.0 for s in run.record.steps)
+@dataclass(frozen=True)
+class HandsOn:
+    """What a learner spends on a lab's hands-on part, in seconds, by what it is spent on."""
+
+    steps: float
+    """The recorded steps' time."""
+    installs: float
+    """lab.yml's `setup.install_seconds` (declared, not measured)."""
+    downloads: float
+    """lab.yml's `setup.download_seconds` (declared)."""
+    builds: float
+    """Building the lab's native engines (llama.cpp), as the record's build steps timed it."""
+    typing: float
+    """The reading-and-typing allowance: a minute a step."""
+
+    @property
+    def total(self) -> float:
+        """All of it."""
+        return self.steps + self.installs + self.downloads + self.builds + self.typing
+
+
+def hands_on(run: Run, lab: LoadedLab | None) -> HandsOn:
+    """The hands-on time of a lab: recorded steps and builds, declared set-up, typing."""
+    steps = sum(s.seconds or 0.0 for s in run.record.steps if s.kind != "build")
+    builds = sum(build_seconds(run, name) or 0.0 for name in (lab.lab.builds if lab else {}))
     if lab is None:
-        return steps, 0.0, 0.0
-    return steps, lab.lab.setup.install_seconds, lab.lab.setup.download_seconds
+        return HandsOn(steps, 0.0, 0.0, builds, 0.0)
+    setup = lab.lab.setup
+    return HandsOn(
+        steps, setup.install_seconds, setup.download_seconds, builds, typing_seconds(lab)
+    )
+
+
+def build_step_id(name: str) -> str:
+    """The record's step id of a build: 'build-llama-cpp' for llama.cpp."""
+    return "build-" + name.replace(".", "-")
+
+
+def build_seconds(run: Run, name: str) -> float | None:
+    """How long building `name` took where the run was recorded (the build step's
+    `build_seconds`, which stays the first build's when later runs reuse it); None unknown."""
+    found = next((s for s in run.record.steps if s.id == build_step_id(name)), None)
+    took = found.values.get("build_seconds") if found else None
+    if took is None or isinstance(took.value, str):
+        return found.seconds if found and found.seconds else None
+    return float(took.value)
 
 
 def gpu_name(run: Run) -> str | None:
@@ -105,18 +147,20 @@ def machine_text(run: Run, lab: LoadedLab | None) -> str:
     return f"no GPU recorded (steps {', '.join(needing)} need one; their results were reused)"
 
 
-def hands_on_text(steps: float, install: float, download: float, typing: float = 0.0) -> str:
-    """'about 13 min: the recorded steps took 1 min 36 s, plus 4 min of installs, 5 min of
-    downloads and 2 min to read and type each step (a minute a step)'; parts that take no time
-    are left out."""
-    total = minutes_text(steps + install + download + typing)
-    text = f"{total}: the recorded steps took {duration(steps)}"
+def hands_on_text(spent: HandsOn, build_names: list[str] | None = None) -> str:
+    """'about 13 min: the recorded steps took 1 min 36 s, plus 5 min to build llama.cpp, 4 min of
+    installs, 5 min of downloads and 2 min to read and type each step (a minute a step)'; parts
+    that take no time are left out."""
+    total = minutes_text(spent.total)
+    text = f"{total}: the recorded steps took {duration(spent.steps)}"
+    built = " and ".join(build_names or []) or "the lab's engines"
     extra = [
         f"{minutes_text(seconds).removeprefix('about ')} {what}"
         for seconds, what in (
-            (install, "of installs"),
-            (download, "of downloads"),
-            (typing, "to read and type each step (a minute a step)"),
+            (spent.builds, f"to build {built}"),
+            (spent.installs, "of installs"),
+            (spent.downloads, "of downloads"),
+            (spent.typing, "to read and type each step (a minute a step)"),
         )
         if seconds > 0
     ]
@@ -125,17 +169,89 @@ def hands_on_text(steps: float, install: float, download: float, typing: float =
     return text
 
 
-def cost_text(prices: Prices, gpu: str | None, seconds: float) -> tuple[str, list[Price]]:
-    """The GPU's price per hour and the lab's cost at it, as a range where there are several."""
+def step_peak(values: dict[str, Value]) -> float | None:
+    """A step's peak GPU memory in bytes from its recorded `peak_gpu_memory` values (the
+    reserved figure when there is one: what the GPU had to hand over); None without one."""
+    found = values.get("peak_gpu_memory_reserved") or values.get("peak_gpu_memory")
+    if found is None or found.unit != "B" or isinstance(found.value, str) or not found.value:
+        return None
+    return float(found.value)
+
+
+@dataclass(frozen=True)
+class GpuNeed:
+    """What a lab needs of a GPU, from its recorded peaks."""
+
+    peak: float | None
+    """The largest peak (bytes) of a GPU step that does not size itself to the card."""
+    step: str | None
+    """The step of that peak."""
+    sized: list[tuple[str, float]]
+    """(step, peak) of the steps that size themselves to the card: their peaks follow it."""
+
+
+def gpu_need(run: Run, lab: LoadedLab | None) -> GpuNeed:
+    """The GPU memory a lab needs: the largest recorded peak of its fixed GPU steps, and the
+    steps whose peaks are a share of whatever card they ran on (`sizes_to_card: true`)."""
+    if lab is None:
+        return GpuNeed(None, None, [])
+    recorded = {s.id: s for s in run.record.steps}
+    fixed: list[tuple[float, str]] = []
+    sized: list[tuple[str, float]] = []
+    for step in lab.lab.steps:
+        rec = recorded.get(step.id)
+        peak = step_peak(rec.values) if rec and step.needs == "gpu" else None
+        if peak is None:
+            continue
+        if step.sizes_to_card:
+            sized.append((step.id, peak))
+        else:
+            fixed.append((peak, step.id))
+    top = max(fixed) if fixed else None
+    return GpuNeed(top[0] if top else None, top[1] if top else None, sized)
+
+
+RENTED_CARD = "NVIDIA GeForce RTX 4090"
+"""The card a learner rents for a lab that fits it (every lab of the course fits a 24 GB card):
+its prices price the hands-on part, the recorded GPU stays the card the numbers come from."""
+RENTED_CARD_BYTES = 23.52 * 2**30
+"""Its memory as PyTorch sees it (`torch.cuda.mem_get_info()`'s total: 23.52 GiB of nvidia-smi's
+24,564 MiB), until the course's facts file holds the cards."""
+OFFER_WORDS = {
+    "community": "community cloud: GPUs of hosts RunPod has vetted, the cheaper offer",
+    "secure": "secure cloud: GPUs in data centres of RunPod's partners, with stronger reliability"
+    " and security guarantees",
+}
+"""What the words of a price's offer mean, said once beside the prices."""
+
+
+def card_prices(root: Path, gpu: str) -> list[Price]:
+    """The dated prices of one GPU (as a record names it: 'NVIDIA GeForce RTX 4090'): the one
+    place pages read prices from."""
+    return list(load_prices(root).gpus.get(gpu, []))
+
+
+def rented_card(run: Run, lab: LoadedLab | None) -> str | None:
+    """The card to price a lab's hands-on part on: the RTX 4090 unless a fixed GPU step's
+    recorded peak does not fit it (then the recorded GPU); None for a lab without GPU steps."""
+    if not gpu_steps(lab):
+        return None
+    need = gpu_need(run, lab)
+    if need.peak is not None and need.peak > RENTED_CARD_BYTES:
+        return gpu_name(run)
+    return RENTED_CARD
+
+
+def cost_text(prices: list[Price], gpu: str | None, seconds: float) -> str:
+    """A GPU's price per hour and the lab's cost at it, as a range where there are several."""
     if gpu is None:
-        return "no GPU to rent", []
-    base = gpu.split(" × ")[-1]
+        return "no GPU to rent"
     count = int(gpu.split(" × ")[0]) if " × " in gpu else 1
-    found = prices.gpus.get(base, [])
-    if not found:
-        return f"no price on file for {base} (add one to {FACTS_FILE}, cards.<card>.prices)", []
-    currency = found[0].currency
-    rates = sorted(p.per_hour * count for p in found if p.currency == currency)
+    if not prices:
+        base = gpu.split(" × ")[-1]
+        return f"no price on file for {base} (add one to {FACTS_FILE}, cards.<card>.prices)"
+    currency = prices[0].currency
+    rates = sorted(p.per_hour * count for p in prices if p.currency == currency)
     hours = seconds / 3600
     if len(rates) == 1 or rates[0] == rates[-1]:
         rate = f"{money(rates[0], currency)} per hour"
@@ -143,22 +259,24 @@ def cost_text(prices: Prices, gpu: str | None, seconds: float) -> tuple[str, lis
     else:
         rate = f"{money(rates[0], currency)}–{money(rates[-1], currency)} per hour"
         cost = f"{money(rates[0] * hours, currency)}–{money(rates[-1] * hours, currency)}"
-    return f"{rate}, so the hands-on part costs {cost}", found
+    return f"{rate}, so the hands-on part costs {cost}"
 
 
-def cost_range(prices: Prices, gpu: str | None, seconds: float) -> str | None:
-    """The cost of `seconds` on the GPU at its prices, '$0.21' or '$0.21–$0.27'; None when the
-    run used no GPU or no price is on file."""
-    if gpu is None:
+def cost_range(prices: list[Price], gpu: str | None, seconds: float) -> str | None:
+    """The cost of `seconds` on the GPU at its prices, '$0.21' or '$0.21–$0.27'; None when there
+    is no GPU or no price on file."""
+    if gpu is None or not prices:
         return None
     count = int(gpu.split(" × ")[0]) if " × " in gpu else 1
-    found = prices.gpus.get(gpu.split(" × ")[-1], [])
-    if not found:
-        return None
-    currency = found[0].currency
-    rates = sorted(p.per_hour * count for p in found if p.currency == currency)
+    currency = prices[0].currency
+    rates = sorted(p.per_hour * count for p in prices if p.currency == currency)
     low, high = (money(r * seconds / 3600, currency) for r in (rates[0], rates[-1]))
     return low if low == high else f"{low}–{high}"
+
+
+def short_gpu(name: str) -> str:
+    """'RTX 4090' for 'NVIDIA GeForce RTX 4090', 'H200' for 'NVIDIA H200'."""
+    return name.removeprefix("NVIDIA ").removeprefix("GeForce ")
 
 
 def checked_on(run: Run) -> str:

@@ -21,29 +21,18 @@ def lesson_header(page: PageContext, markdown: str) -> str:
     """The header's HTML followed by the outcomes and read-first lists as Markdown."""
     meta = page.meta
     run = page.run
-    steps, install, download = facts.hands_on_seconds(run, page.lab)
-    typing = facts.typing_seconds(page.lab)
-    hands_on = steps + install + download + typing
+    spent = facts.hands_on(run, page.lab)
     words = facts.prose_words(markdown)
-    gpu = facts.gpu_name(run)
-    cost, prices = facts.cost_text(facts.load_prices(page.root), gpu, hands_on)
     where = " · ".join(
         x for x in (meta.part, f"Lesson {meta.number}" if meta.number else None) if x
     )
-
+    builds = list(page.lab.lab.builds) if page.lab else []
     rows = [
         facts.fact_row(
             "Reading", f"{minutes_text(facts.reading_minutes(words) * 60)} ({words:,} words)"
         ),
-        facts.fact_row(
-            "Hands-on", html.escape(facts.hands_on_text(steps, install, download, typing))
-        ),
-        facts.fact_row(
-            "Hardware and cost",
-            f"{html.escape(gpu)}: {html.escape(cost)}{_price_sources(prices)}"
-            if gpu
-            else html.escape(facts.machine_text(run, page.lab)),
-        ),
+        facts.fact_row("Hands-on", html.escape(facts.hands_on_text(spent, builds))),
+        facts.fact_row("Hardware and cost", hardware_and_cost(page, spent.total)),
         facts.fact_row(
             "Checked on",
             f"{facts.checked_on(run)}, with {html.escape(facts.engine_text(run))} "
@@ -92,16 +81,53 @@ def lesson_header(page: PageContext, markdown: str) -> str:
     return header
 
 
+BEFORE_YOU_START = "before-you-start/"
+"""The learners' page on renting a GPU, connecting and getting a lab onto it (its URL from the
+site's root; docs/before-you-start.md)."""
+
+
+def hardware_and_cost(page: PageContext, seconds: float) -> str:
+    """The card the numbers come from, the card a learner rents for the lab with its dated
+    prices (the words of the offers explained), and what the hands-on part costs on it."""
+    run, lab = page.run, page.lab
+    recorded = facts.gpu_name(run)
+    rented = facts.rented_card(run, lab)
+    guide = f'<a href="{page.to_root()}{BEFORE_YOU_START}">Before you start</a>'
+    if rented is None:
+        return html.escape(facts.machine_text(run, lab))
+    prices = facts.card_prices(page.root, rented.split(" × ")[-1])
+    cost = facts.cost_text(prices, rented, seconds)
+    ours = f"Our numbers come from an {html.escape(recorded)}. " if recorded else ""
+    if rented == recorded:
+        card = f"To run the lab yourself, rent the same card: {html.escape(cost)}"
+    else:
+        card = (
+            f"To run the lab yourself, rent an {html.escape(facts.short_gpu(rented))} (24 GB), "
+            f"which every step fits: {html.escape(cost)}"
+        )
+    return f"{ours}{card}{_price_sources(prices)}. How to rent one and connect: {guide}."
+
+
 def _price_sources(prices: list[Price]) -> str:
     if not prices:
         return ""
     items = ", ".join(
-        f'<a href="{html.escape(p.source, quote=True)}" '
-        f'rel="nofollow">{html.escape(p.provider)}</a> '
-        f"{money(p.per_hour, p.currency)} ({p.date:%d %b %Y})"
+        f'<a href="{html.escape(p.source, quote=True)}" rel="nofollow">'
+        f"{html.escape(p.provider)}</a> {html.escape(_offer(p))}"
+        f"{money(p.per_hour, p.currency)} (read {p.date:%d %b %Y})"
         for p in prices
     )
-    return f' <span class="course-prices">(prices per GPU-hour: {items})</span>'
+    words = [
+        text for word, text in facts.OFFER_WORDS.items() if any(word in p.offer for p in prices)
+    ]
+    said = f"; {'; '.join(words)}" if words else ""
+    return f' <span class="course-prices">(prices per GPU-hour: {items}{said})</span>'
+
+
+def _offer(price: Price) -> str:
+    """'community cloud ' from the offer 'RTX 4090, community cloud' (the part after the card)."""
+    part = price.offer.split(", ", 1)[-1] if ", " in price.offer else ""
+    return f"{part} " if part else ""
 
 
 def _downloads(page: PageContext) -> str:

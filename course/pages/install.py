@@ -20,6 +20,9 @@ from .macros import macro
 
 PYTHON = "3.11"
 """The oldest Python the labs support (each lab's pyproject says `requires-python >= 3.11`)."""
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+"""PyTorch's own package index of CPU-only builds: without it, pip installs the CUDA build
+(with its CUDA libraries, about 4.9 GB) even on a machine without a GPU."""
 
 
 def lab_spec(folder: Path) -> str | None:
@@ -51,6 +54,36 @@ def install_commands(lab: LoadedLab, run: Run) -> list[str]:
     return lines
 
 
+def needs_torch(lab: LoadedLab) -> bool:
+    """Whether the lab installs PyTorch (an engine package or a requirement of its pyproject)."""
+    if "torch" in lab.lab.engine:
+        return True
+    path = lab.folder / "pyproject.toml"
+    if not path.is_file():
+        return False
+    project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+    wanted = [*project.get("dependencies", [])]
+    for extra in project.get("optional-dependencies", {}).values():
+        wanted += extra
+    return any(_name(w) == "torch" for w in wanted)
+
+
+def _name(requirement: str) -> str:
+    """'torch' from 'torch>=2.4' or 'torch[cuda] ; python_version > "3"'."""
+    cut = min((i for i, c in enumerate(requirement) if c in "<>=!~[; "), default=len(requirement))
+    return requirement[:cut].strip().lower()
+
+
+def cpu_install_commands(lab: LoadedLab, run: Run) -> list[str] | None:
+    """The install on a machine without an NVIDIA GPU: PyTorch's CPU build first, from its own
+    index, then the same line as `install_commands`; None when the lab installs no PyTorch."""
+    if not needs_torch(lab):
+        return None
+    torch = next((p for p in pins(run, lab) if p.startswith("torch==")), "torch")
+    first, *rest = install_commands(lab, run)
+    return [first, f"pip install {torch} --index-url {TORCH_CPU_INDEX}", *rest]
+
+
 def get_files_commands(lab: LoadedLab, run: Run, zip_name: str) -> list[str]:
     """From the downloaded zip to a lab ready to run: unpack, enter `lab/`, install."""
     top = zip_name.removesuffix(".zip")
@@ -64,12 +97,27 @@ def zip_name(ctx: PageContext) -> str:
 
 @macro
 def get_files(ctx: PageContext) -> str:
-    """The "Get the files" block: the zip to download and the lines that make the lab ready."""
+    """The "Get the files" block: the zip to download and the lines that make the lab ready, on a
+    machine with an NVIDIA GPU and on one without."""
     name = zip_name(ctx)
     link = f"{ctx.to_root()}downloads/{html.escape(name, quote=True)}"
+    guide = f"{ctx.to_root()}before-you-start/"
     lines = "\n".join(get_files_commands(ctx.lab, ctx.run, name))
-    return (
+    text = (
         f'Download <a href="{link}" download>the lab ({html.escape(name)})</a>, then in a '
         f"terminal, with Python {PYTHON} or newer:\n\n```text\n{lines}\n```\n\n"
-        "The same lines open START-HERE.md inside the zip, which walks through every step."
+    )
+    cpu = cpu_install_commands(ctx.lab, ctx.run)
+    if cpu:
+        top = name.removesuffix(".zip")
+        cpu_lines = "\n".join([f"unzip {name} && cd {top}/lab", *cpu])
+        text += (
+            "On a machine without an NVIDIA GPU, install PyTorch's CPU build first (pip would "
+            "otherwise fetch the GPU build and its CUDA libraries, gigabytes you do not need):"
+            f"\n\n```text\n{cpu_lines}\n```\n\n"
+        )
+    return text + (
+        "The same lines open START-HERE.md inside the zip, which walks through every step. "
+        f'Renting a GPU, connecting to it and copying the zip there: <a href="{guide}">Before '
+        "you start</a>."
     )

@@ -37,13 +37,12 @@ _READING = re.compile(
 def course_outline(ctx: PageContext) -> str:
     """The course's parts and lessons with their facts, downloads and the reader's progress."""
     store = Store(ctx.root / "build")
-    prices = facts.load_prices(ctx.root)
     blocks = [
         '<p class="course-continue course-js-only" data-course-continue hidden>'
         '<a class="course-button course-button--primary" href=""></a></p>'
     ]
     for part in ctx.outline.parts:
-        items = [_lesson(ctx, lesson, store, prices) for lesson in part.lessons]
+        items = [_lesson(ctx, lesson, store) for lesson in part.lessons]
         blocks.append(
             f'<section class="course-part" aria-labelledby="part-{part.number}">'
             f'<h2 id="part-{part.number}">{html.escape(part.label)}</h2>'
@@ -52,7 +51,7 @@ def course_outline(ctx: PageContext) -> str:
     return "\n".join(blocks)
 
 
-def _lesson(ctx: PageContext, lesson: Lesson, store: Store, prices: facts.Prices) -> str:
+def _lesson(ctx: PageContext, lesson: Lesson, store: Store) -> str:
     title = html.escape(f"{lesson.number} {lesson.title}")
     if not lesson.written:
         return (
@@ -75,15 +74,20 @@ def _lesson(ctx: PageContext, lesson: Lesson, store: Store, prices: facts.Prices
             f'<li class="course-lesson" id="lesson-{lesson.id}">'
             f'<h3 class="course-lesson__title"><a href="{page}">{title}</a></h3></li>'
         )
-    steps, install, download = facts.hands_on_seconds(run, lab)
-    hands_on = steps + install + download + facts.typing_seconds(lab)  # as the page header adds
+    hands_on = facts.hands_on(run, lab).total  # as the page header adds it
     gpu = facts.gpu_name(run)
-    cost = facts.cost_range(prices, gpu, hands_on)
+    rented = facts.rented_card(run, lab)
+    prices = facts.card_prices(ctx.root, rented) if rented else []
+    cost = facts.cost_range(prices, rented, hands_on)
     stem = html.escape(base + "downloads/" + lesson.download_stem, quote=True)
     rows = [
         ("Reading", f'<span class="course-reading" data-course-reading="{lesson.src}">…</span>'),
         ("Hands-on", html.escape(minutes_text(hands_on))),
-        ("Cost", html.escape(f"{cost} of GPU time" if cost else "no GPU to rent")),
+        (
+            "Cost",
+            html.escape(f"{cost} on an {facts.short_gpu(rented)}" if cost and rented else "no GPU")
+            + f' (<a href="{base}before-you-start/">renting one</a>)',
+        ),
         (
             "Numbers from",
             html.escape(f"{gpu or 'a machine without a GPU'}, {facts.checked_on(run)}"),

@@ -225,8 +225,10 @@ def _order(page: PageEntry) -> tuple[tuple[int, ...], tuple[int, ...], str]:
 
 
 def learners_pages(docs: Path) -> set[str]:
-    """The pages of the learners' side: the home page and the outline's written lessons."""
-    return {"index.md"} | {lesson.src for lesson in load_outline(docs).written}
+    """The pages of the learners' side: the home page, the outline's guides and its written
+    lessons."""
+    outline = load_outline(docs)
+    return {"index.md", *outline.guides} | {lesson.src for lesson in outline.written}
 
 
 def placement_problems(outline: Outline, pages: list[PageEntry]) -> list[tuple[str, str]]:
@@ -250,8 +252,9 @@ def placement_problems(outline: Outline, pages: list[PageEntry]) -> list[tuple[s
             )
     existing = {p.src for p in pages}
     problems += [
-        (f"docs/{OUTLINE}", f"authors: page docs/{src} does not exist")
-        for src in outline.authors
+        (f"docs/{OUTLINE}", f"{side}: page docs/{src} does not exist")
+        for side, listed in (("guides", outline.guides), ("authors", outline.authors))
+        for src in listed
         if src not in existing
     ]
     return problems
@@ -267,12 +270,13 @@ def navigation(docs: Path) -> list[Any]:
     if problems:
         raise PageError("\n".join(f"{page}: {problem}" for page, problem in problems))
     course: list[Any] = ["index.md"] if (docs / "index.md").is_file() else []
+    by_src = {p.src: p for p in pages}
+    course += [{by_src[src].title: src} for src in outline.guides if src in by_src]
     for part in outline.parts:
         entries = [{lesson.label: lesson.src} for lesson in part.lessons if lesson.written]
         if entries:
             course.append({part.label: entries})
     learners = learners_pages(docs)
-    by_src = {p.src: p for p in pages}
     rest = [p for p in pages if p.src not in learners and p.src not in outline.authors]
     authors: list[Any] = [{by_src[src].title: src} for src in outline.authors]
     sections: dict[str, list[Any]] = {}

@@ -22,10 +22,12 @@ def href(ctx: PageContext, lesson: Lesson) -> str:
 
 
 def lesson_anchor(ctx: PageContext, lesson: Lesson, text: str | None = None) -> str:
-    """A link to a written lesson, or its number and title marked as coming."""
+    """A link to a written lesson, or, for one still coming, to its entry in the course outline
+    on the home page, marked as coming."""
     shown = html.escape(text or f"{lesson.number} {lesson.title}")
     if not lesson.written:
-        return f'<span class="course-coming">{shown} (coming)</span>'
+        entry = html.escape(f"{ctx.to_root() or './'}#lesson-{lesson.id}", quote=True)
+        return f'<a class="course-coming" href="{entry}">{shown} (coming)</a>'
     target = html.escape(href(ctx, lesson), quote=True)
     return f'<a class="course-lesson-link" href="{target}">{shown}</a>'
 

@@ -29,6 +29,8 @@ from .faq import glossary_html
 from .figures import figure as draw_or_reuse
 from .format import decimals_for, format_number, recorded_text, spread_note
 from .widgets import (
+    TERMINAL_COLUMNS,
+    WIDE_LINES_FAIL,
     WidgetError,
     figure_html,
     listing_markdown,
@@ -37,6 +39,7 @@ from .widgets import (
     select_lines,
     split_transcript,
     terminal_html,
+    wide_lines,
 )
 from .widgets import (
     line_count as count_lines,
@@ -175,6 +178,18 @@ def terminal(ctx: PageContext, step: str, lines: str | None = None) -> str:
     output = split_transcript(ctx.run.transcript(step), recorded.command)
     keep = select_lines(lines, len(output))
     source = f"{ctx.run.run_id}/{step}"
+    wide = wide_lines(recorded.command, output, keep)
+    if wide:
+        call = call_text("terminal", (step,), {"lines": lines} if lines else {})
+        shown = "; ".join(wide[:6]) + (f"; and {len(wide) - 6} more" if len(wide) > 6 else "")
+        message = (
+            f"{shown}: wider than the {TERMINAL_COLUMNS} characters a terminal block shows whole "
+            "at 1280 px and in the PDF (print it narrower in the lab)"
+        )
+        if WIDE_LINES_FAIL:
+            ctx.problem(call, message)
+        else:
+            ctx.notes.append(f"{ctx.page}: {call}: {message}")
     return terminal_html(recorded.command, output, keep, source, recorded.title or step)
 
 

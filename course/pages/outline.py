@@ -7,6 +7,7 @@
         lessons:                         # in order: their numbers come from it (2.3, 2.4, ...)
           - {id: prefill-decode, title: Prefill and decode}
           - {id: kv-cache, title: The KV cache}
+    guides: [before-you-start.md]                   # pages for learners, after the home page
     authors: [writing-a-lesson.md, operations.md]   # the authors' side, in this order
 
 A lesson id is its folder name (`lab/<id>/`, `build/<id>/`); its page is
@@ -73,6 +74,9 @@ class OutlineFile(BaseModel):
 
     parts: list[PartEntry] = []
     """The parts, in course order."""
+    guides: list[str] = []
+    """Pages for learners besides the lessons (renting a GPU, getting a lab onto it), listed in
+    the course's navigation after the home page and searched like the lessons."""
     authors: list[str] = []
     """Pages of the authors' side, in the order its navigation lists them; pages that neither
     this list nor a lesson names follow them."""
@@ -160,6 +164,8 @@ class Outline:
     authors: tuple[str, ...]
     path: Path | None
     """The file it was read from; None when docs/ has no outline."""
+    guides: tuple[str, ...] = ()
+    """Pages for learners besides the lessons, in navigation order."""
 
     @property
     def lessons(self) -> list[Lesson]:
@@ -265,7 +271,7 @@ def load_outline(docs: Path) -> Outline:
                 )
             )
         parts.append(Part(number, entry.title, tuple(lessons)))
-    return Outline(tuple(parts), tuple(data.authors), path)
+    return Outline(tuple(parts), tuple(data.authors), path, tuple(data.guides))
 
 
 def is_lesson_id(text: str) -> bool:

@@ -21,6 +21,7 @@ from ..record.models import Run
 from . import facts
 from . import facts_macro as _facts_macro  # noqa: F401 - registers fact()
 from . import freshness as _freshness  # noqa: F401 - registers freshness(), run_histories()
+from . import guide as _guide  # noqa: F401 - registers lab_costs(), lab_installs()
 from . import history as _history  # noqa: F401 - registers provenance() and run_history()
 from . import install as _install  # noqa: F401 - registers get_files()
 from . import landing as _landing  # noqa: F401 - registers course_outline()
@@ -168,10 +169,8 @@ def structured_data(ctx: PageContext, words: int) -> str:
     if not ctx.meta.lesson:
         return ""
     try:
-        steps, install, download = facts.hands_on_seconds(ctx.run, ctx.lab)
         faq = [(e.q, plain_text(render_text(ctx, e.a))) for e in ctx.data.faq]
-        typing = facts.typing_seconds(ctx.lab)
-        seconds = steps + install + download + typing + 60 * facts.reading_minutes(words)
+        seconds = facts.hands_on(ctx.run, ctx.lab).total + 60 * facts.reading_minutes(words)
         return jsonld(
             ctx.meta.title or ctx.lesson,
             ctx.meta.summary or "",

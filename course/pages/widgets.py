@@ -68,6 +68,33 @@ def split_transcript(transcript: str, command: str) -> list[str]:
     return lines
 
 
+TERMINAL_COLUMNS = 100
+"""Characters of a terminal line that a terminal block shows whole, without scrolling: the
+article's column at 1280 px holds 100 of the block's 11.2 px monospace characters (665 px), and
+the PDF's A4 column 104 at 7.6 pt (tests/pages/test_terminal_width.py measures both). A lab
+prints its tables within it; a longer line scrolls on the page and wraps in the PDF."""
+WIDE_LINES_FAIL = False
+"""Whether a shown terminal line wider than TERMINAL_COLUMNS stops `course check` and the build
+(True), or is listed by `course check` as a warning (False): flip it once the labs print within
+the width."""
+
+
+def wide_lines(command: str, output: list[str], keep: list[int]) -> list[str]:
+    """Where a terminal shows a line wider than TERMINAL_COLUMNS: 'line 14 (118 characters)',
+    'the command (141 characters)'; output lines numbered from 1, as `lines=` counts them."""
+    found = []
+    for number, line in enumerate(command.split("\n")):
+        width = len(PROMPT) * (number == 0) + len(line)
+        if width > TERMINAL_COLUMNS:
+            found.append(f"the command ({width} characters)")
+    found += [
+        f"line {index + 1} ({len(output[index])} characters)"
+        for index in keep
+        if len(output[index]) > TERMINAL_COLUMNS
+    ]
+    return found
+
+
 def terminal_html(command: str, output: list[str], keep: list[int], source: str, title: str) -> str:
     """A terminal block: prompt, command, the kept output lines, and a mark where lines were left
     out.

@@ -66,13 +66,19 @@ def hash_step(
     gpu: str,
 ) -> tuple[str, HashParts]:
     """A step's hash, and the parts it is made of."""
-    # `scales:` says how a value should move on other GPUs; it changes nothing the step runs
+    # `scales:` says how a value should move on other GPUs, `cpu:` and `sizes_to_card:` what
+    # START-HERE.md tells a learner: none changes anything the step runs
     definition = _digest(
         step.model_dump(
             mode="json",
             by_alias=True,
             exclude_defaults=True,
-            exclude={"capture": {"__all__": {"scales"}}},
+            exclude={
+                "scales": True,
+                "cpu": True,
+                "sizes_to_card": True,
+                "capture": {"__all__": {"scales"}},
+            },
         )
     )
     if isinstance(step, StopStep) and step.inputs is None:

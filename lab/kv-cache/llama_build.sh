@@ -1,23 +1,31 @@
 #!/usr/bin/env bash
-# Build llama.cpp's llama-bench, llama-server and llama-quantize (static) from a source tarball
-# made by scripts/fetch-llama-cpp.sh (top folder llama.cpp/, with LLAMA_COMMIT and
-# LLAMA_BUILD_NUMBER files), for the GPU (cuda) or the CPU (cpu):
-#   bash llama_build.sh SRC_TARBALL BUILD_DIR [cuda|cpu]
-# The binaries land in BUILD_DIR/bin/. A second call with the same tarball and mode finds them
-# and builds nothing. On a rented pod you may instead download a prebuilt release from
+# Build llama.cpp's llama-bench, llama-server and llama-quantize (static), for the GPU (cuda) or
+# the CPU (cpu), from the source as you have it:
+#   bash llama_build.sh SOURCE BUILD_DIR [cuda|cpu]
+# SOURCE is any of
+#   - what `pip download --no-deps --no-binary :all: llama-cpp-python==VERSION` gives:
+#     llama_cpp_python-VERSION.tar.gz, with llama.cpp's source under vendor/llama.cpp;
+#   - a .tar.xz (or .tar.gz) with a llama.cpp/ folder on top, as scripts/fetch-llama-cpp.sh packs
+#     it (with LLAMA_COMMIT and LLAMA_BUILD_NUMBER files);
+#   - a folder holding llama.cpp's source (its CMakeLists.txt), such as a git clone.
+# The binaries land in BUILD_DIR/bin/: put that folder on your PATH, or set LLAMA_CPP_DIR to
+# BUILD_DIR (the lab's scripts look there). A second call with the same source and mode finds
+# them and builds nothing. On a rented pod you may instead download a prebuilt release from
 # https://github.com/ggml-org/llama.cpp/releases (it has the same three programs).
 # Needs CMake >= 3.18, a C/C++ compiler, Ninja or make, and for cuda the CUDA toolkit (nvcc).
 # The CUDA architecture comes from $CUDA_ARCH (e.g. 90 for H100/H200, 89 for RTX 4090), else
-# from nvidia-smi's compute capability, else CMake's "native".
+# from nvidia-smi's compute capability, else CMake's "native". $JOBS sets the parallel jobs.
 set -euo pipefail
-tarball=${1:?usage: llama_build.sh SRC_TARBALL BUILD_DIR [cuda|cpu]}
-build_dir=${2:?usage: llama_build.sh SRC_TARBALL BUILD_DIR [cuda|cpu]}
+usage="usage: llama_build.sh SOURCE BUILD_DIR [cuda|cpu] (SOURCE: llama_cpp_python-VERSION.tar.gz, a llama.cpp .tar.xz or a source folder)"
+source=${1:?$usage}
+build_dir=${2:?$usage}
 mode=${3:-cuda}
 case $mode in cuda | cpu) ;; *) echo "mode must be cuda or cpu, not $mode" >&2; exit 2 ;; esac
 t0=$(date +%s.%N)
 mkdir -p "$build_dir"
 build_dir=$(cd "$build_dir" && pwd)
-tarball=$(cd "$(dirname "$tarball")" && pwd)/$(basename "$tarball")
+[ -e "$source" ] || { echo "llama_build.sh: $source: no such file or folder ($usage)" >&2; exit 2; }
+source=$(cd "$(dirname "$source")" && pwd)/$(basename "$source")
 
 arch=""
 if [ "$mode" = cuda ]; then
@@ -28,7 +36,12 @@ if [ "$mode" = cuda ]; then
   fi
   arch=${arch:-native}
 fi
-sha=$(sha256sum "$tarball" | cut -d' ' -f1)
+if [ -d "$source" ]; then  # a folder: its files' names and contents, sorted
+  sha=$(cd "$source" && find . -type f -not -path './.git/*' -print0 | LC_ALL=C sort -z \
+    | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+else
+  sha=$(sha256sum "$source" | cut -d' ' -f1)
+fi
 stamp="$sha $mode $arch"
 bins=(llama-bench llama-server llama-quantize)
 if [ -f "$build_dir/stamp" ] && [ "$(cat "$build_dir/stamp")" = "$stamp" ]; then
@@ -43,10 +56,33 @@ fi
 
 rm -rf "$build_dir/src" "$build_dir/build" "$build_dir/bin" "$build_dir/stamp"
 mkdir -p "$build_dir/src"
-tar -xJf "$tarball" -C "$build_dir/src"
-src="$build_dir/src/llama.cpp"
-commit=$(cat "$src/LLAMA_COMMIT" 2>/dev/null || echo unknown)
-number=$(cat "$src/LLAMA_BUILD_NUMBER" 2>/dev/null || echo 0)
+commit="" number=""
+if [ -d "$source" ]; then
+  src=$source
+else
+  # tar finds the compression itself (gzip, xz); the top folder says which layout this is
+  top=$(tar -tf "$source" 2> /dev/null | head -1 | cut -d/ -f1 || true)
+  case $top in
+    llama_cpp_python-*)  # the registry's source distribution: llama.cpp sits in vendor/
+      tar -xf "$source" -C "$build_dir/src" "$top/vendor/llama.cpp" \
+        || { echo "llama_build.sh: no vendor/llama.cpp in $source" >&2; exit 1; }
+      # the sdist keeps the submodule's git folder: its HEAD names the vendored commit
+      tar -xf "$source" -C "$build_dir/src" "$top/.git/modules/vendor/llama.cpp/HEAD" 2> /dev/null \
+        && commit=$(tr -d '[:space:]' < "$build_dir/src/$top/.git/modules/vendor/llama.cpp/HEAD")
+      src="$build_dir/src/$top/vendor/llama.cpp"
+      ;;
+    *)
+      tar -xf "$source" -C "$build_dir/src"
+      src="$build_dir/src/$top"
+      ;;
+  esac
+fi
+[ -f "$src/CMakeLists.txt" ] || { echo "llama_build.sh: no llama.cpp source (CMakeLists.txt) in $source" >&2; exit 1; }
+[[ $commit =~ ^[0-9a-f]{40}$ ]] || commit=$(cat "$src/LLAMA_COMMIT" 2> /dev/null || echo unknown)
+# llama.cpp's build number (release tag bNNNN) counts commits, which a source without git history
+# cannot: read it from the slimmed source, else from the releases the lab was recorded with
+declare -A known_build=([0c1e57098bba43ac29e6e3b677cdceebdd22334f]=11312 [4df29be4f4c3673f428170fda944a5b19f743bb8]=10454)
+number=$(cat "$src/LLAMA_BUILD_NUMBER" 2> /dev/null || echo "${known_build[$commit]:-0}")
 
 generator=()
 command -v ninja > /dev/null && generator=(-G Ninja)

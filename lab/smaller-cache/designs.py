@@ -279,6 +279,7 @@ def main() -> None:
 
     results: dict[str, Any] = {
         "device": device.type,
+        "tiny": args.tiny,
         "copy_bandwidth": bw,
         "copy_bandwidth_gb_s": bw / 1e9,
         "decoder": how,

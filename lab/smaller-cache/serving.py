@@ -76,6 +76,9 @@ def main() -> None:
     check(bool(rows), "step 2 measured no design")
 
     results: dict[str, Any] = {
+        # the sizes it reads are step 2's: from a GPU, or from the CPU's shrunk models
+        "device": found["device"],
+        "tiny": found.get("tiny", False),
         "context_tokens": context,
         "outside_bytes": outside,
         "designs": {},

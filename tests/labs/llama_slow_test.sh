@@ -1,72 +1,36 @@
 #!/usr/bin/env bash
-# The llama.cpp steps of lesson 2.4's lab, end to end on the CPU (slow: the build takes about
-# 7 minutes on 2 cores the first time):
-#   bash tests/labs/llama_slow_test.sh [VERSION]            (llama-cpp-python version, default 0.3.36)
-# 1. scripts/fetch-llama-cpp.sh VERSION (needs the Python package registry; skipped when
-#    .cache/llama.cpp/llama.cpp-VERSION.tar.xz is there)
-# 2. lab/kv-cache/llama_build.sh ... cpu into $LLAMA_BUILD_DIR (default
-#    /tmp/course-llama-cpu-VERSION, kept: a second run finds the binaries and skips the build)
-# 3. in a copy of the lab (a temporary folder): llama_gguf.py --tiny, llama-server with 4,096
-#    cells then 32,768 (-lv 4), llama_chat.py against the first, llama_kvlog.py on both logs,
-#    llama_bench.py, all with --device cpu --tiny; each script checks its own numbers.
-# Nothing is written into the repository but the git-ignored .cache/llama.cpp/.
+# Lesson 2.4's START-HERE.md followed literally on a CPU, llama.cpp included (slow: downloading
+# llama-cpp-python's source takes minutes, building llama.cpp about 21 minutes on 2 cores the
+# first time; both are kept, so a second run takes a few minutes):
+#   bash tests/labs/llama_slow_test.sh [--fresh-venv] [LESSON_NUMBER ...]   (default: 2.4)
+# 1. builds the site from the committed records into a temporary folder (`course build`);
+# 2. tests/walk.py unzips each lesson's zip and types START-HERE.md's commands in order, as a
+#    learner without a GPU: every step's CPU form, llama.cpp's lines (pip download, llama_build.sh
+#    ... cpu, the exports), the servers in the background until their stop steps, compare.py,
+#    which must end with status 0. With --fresh-venv the install lines run too, in a new virtual
+#    environment (pip reaches the package registry and PyTorch's CPU index); without it the
+#    project's Python stands for that environment.
+# HOME for the walk is $WALK_HOME (default ~/.cache/course-walk): the downloaded source and the
+# llama.cpp build stay there between runs. Nothing is written into the repository.
 set -euo pipefail
-version=${1:-0.3.36}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-py=${PYTHON:-$( [ -x /work/main/.venv/bin/python ] && echo /work/main/.venv/bin/python || echo python3)}
-build=${LLAMA_BUILD_DIR:-/tmp/course-llama-cpu-$version}
-tarball=$repo/.cache/llama.cpp/llama.cpp-$version.tar.xz
-t0=$(date +%s)
-
-[ -f "$tarball" ] || PYTHON=$py bash "$repo/scripts/fetch-llama-cpp.sh" "$version"
-bash "$repo/lab/kv-cache/llama_build.sh" "$tarball" "$build" cpu
-
+py=${PYTHON:-$( [ -x "$repo/.venv/bin/python" ] && echo "$repo/.venv/bin/python" || echo python3)}
+fresh=()
+lessons=()
+for arg in "$@"; do
+  case $arg in --fresh-venv) fresh=(--fresh-venv) ;; *) lessons+=("$arg") ;; esac
+done
+[ ${#lessons[@]} -gt 0 ] || lessons=(2.4)
+home=${WALK_HOME:-$HOME/.cache/course-walk}
+mkdir -p "$home"
 work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2> /dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-cp -r "$repo/lab/kv-cache" "$work/kv-cache"
-rm -rf "$work/kv-cache/results" "$work/kv-cache/gguf"
-cd "$work/kv-cache"
-export LLAMA_CPP_DIR=$build
-
-step() { printf '\n=== %s\n' "$*"; }
-serve() {  # serve CELLS: start llama-server on the tiny bf16 file, wait until it answers
-  port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  # as lab.yml starts it: -lv 4 prints the KV-cache line, --log-file keeps the log for llama_kvlog.py
-  "$build/bin/llama-server" -m gguf/qwen3-0_6b-tiny-bf16.gguf -c "$1" -lv 4 --host 127.0.0.1 \
-    --port "$port" --log-file "server-$1.log" > "console-$1.log" 2>&1 &
-  server_pid=$!
-  "$py" - "$port" << 'EOF'
-import sys, time, urllib.request
-for _ in range(120):
-    try:
-        if urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=2).status == 200:
-            sys.exit(0)
-    except OSError:
-        time.sleep(0.5)
-sys.exit("llama-server did not become ready")
-EOF
-  grep -m1 "llama_kv_cache: size" "server-$1.log"
-}
-unserve() { kill "$server_pid"; wait "$server_pid" 2> /dev/null || true; server_pid=""; }
-
-step "GGUF files (tiny)"
-"$py" llama_gguf.py --device cpu --tiny
-step "llama-server, 4,096 cells, and the chat"
-serve 4096
-"$py" llama_chat.py --device cpu --tiny --port "$port" --model gguf/qwen3-0_6b-tiny-bf16.gguf
-unserve
-step "llama-server, 32,768 cells"
-serve 32768
-unserve
-step "the KV-cache lines"
-"$py" llama_kvlog.py server-4096.log server-32768.log --model Qwen3-0.6B --tiny
-step "llama-bench"
-"$py" llama_bench.py --device cpu --tiny --bandwidth 20
-for f in llama_gguf llama_chat llama_kv llama_bench; do [ -s "results/$f.json" ]; done
-echo
-echo "llama.cpp CPU path passed: results/llama_{gguf,chat,kv,bench}.json written and checked; $(($(date +%s) - t0)) s"
+trap 'rm -rf "$work"' EXIT
+t0=$(date +%s)
+cd "$repo"
+PYTHONPATH=$repo NO_MKDOCS_2_WARNING=1 "$py" -m course build --site-dir "$work/site" > "$work/build.log" 2>&1 \
+  || { tail -40 "$work/build.log"; exit 1; }
+for number in "${lessons[@]}"; do
+  echo "=== lesson $number: START-HERE.md, followed in order without a GPU"
+  "$py" tests/walk.py "$work/site/downloads/lesson-$number.zip" --builds --home "$home" "${fresh[@]}"
+done
+echo "START-HERE.md followed to compare.py's verdict for lesson(s) ${lessons[*]}: $(($(date +%s) - t0)) s"

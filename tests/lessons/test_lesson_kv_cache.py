@@ -7,14 +7,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import CHROMIUM, COURSE, REPO, free_port, serving
+from support import CHROMIUM, COURSE, REPO
 
 from course.record.store import Store
-from course.site import build_site
 
 PAGE = "part-2/kv-cache/"
 
@@ -50,15 +48,9 @@ def test_step_one_reruns_on_a_cpu_machine(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    """The repository's site, built from the committed records for a local address, and served."""
-    port = free_port()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("COURSE_SITE_URL", f"http://127.0.0.1:{port}/")
-        out = tmp_path_factory.mktemp("repo")
-        result = build_site(REPO, out / "site", out / "cache")
-    with serving(result.site_dir, port) as url:
-        yield result.site_dir, url
+def site(repo_site: tuple[Path, str]) -> tuple[Path, str]:
+    """The repository's site, built from the committed records and served (conftest.py)."""
+    return repo_site
 
 
 def test_the_lesson_page_is_built_from_the_newest_good_run(site: tuple[Path, str]) -> None:
@@ -168,9 +160,7 @@ def test_every_install_line_names_real_extras_and_the_recorded_versions(
 
 
 @pytest.mark.parametrize("width", [390, 1280])
-def test_nothing_overflows_the_page_and_terminals_fit_at_1280(
-    site: tuple[Path, str], width: int
-) -> None:
+def test_nothing_overflows_the_page(site: tuple[Path, str], width: int) -> None:
     from playwright import sync_api
 
     _, base = site
@@ -199,60 +189,4 @@ def test_nothing_overflows_the_page_and_terminals_fit_at_1280(
         )
         browser.close()
     assert widths["page"] <= widths["W"] and widths["outside"] == []
-    if width == 1280:  # a lab's lines (100 columns) fit a terminal block whole on a laptop
-        assert widths["cut"] == 0
-
-
-def test_a_learner_without_a_gpu_follows_start_here_to_the_end(
-    site: tuple[Path, str], tmp_path: Path
-) -> None:
-    """Every command START-HERE.md gives for a step, run in the unzipped lab on this CPU machine:
-    the plain command of a CPU step, the shrunk `--device cpu --tiny` one of a GPU step."""
-    import sys
-    import zipfile
-
-    site_dir, _ = site
-    with zipfile.ZipFile(site_dir / "downloads" / "lesson-2.4.zip") as archive:
-        archive.extractall(tmp_path)
-        start = archive.read("lesson-2.4/START-HERE.md").decode("utf-8")
-    lab = tmp_path / "lesson-2.4" / "lab"
-    sections = start.split("## Step ")[1:]
-    commands = []
-    for section in sections:
-        blocks = re.findall(r"```bash\n(.*?)\n```", section, re.DOTALL)
-        if "llama" in section.split("\n", 1)[0]:
-            break  # llama.cpp's steps need its programs built first: llama_slow_test.sh runs them
-        if not blocks:
-            continue  # a step that stops a service: nothing to type
-        if "(needs a GPU)" not in section.split("\n", 1)[0]:
-            commands.append(blocks[0])  # a CPU step: the command itself
-        elif len(blocks) > 1:
-            commands.append(blocks[1])  # a GPU step: its shrunk CPU form
-    assert len(commands) >= 5 and any("--device cpu --tiny" in c for c in commands)
-    for command in commands:
-        argv = command.split()
-        assert argv[0] == "python3", command
-        done = subprocess.run(
-            [sys.executable, *argv[1:]], cwd=lab, capture_output=True, text=True, timeout=300
-        )
-        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    # then the check of the zip, as START-HERE.md ends: the sizes match, the rest is not comparable
-    section = start.split("## Compare your numbers with the page's")[1]
-    (check,) = re.findall(r"```bash\n(.*?)\n```", section.split("\n## ")[0], re.DOTALL)
-    assert check == "python3 compare.py"
-    done = subprocess.run(
-        [sys.executable, "compare.py"],
-        cwd=lab,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PATH": "/usr/bin:/bin"},  # no nvidia-smi: a machine without a GPU
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Sizes and counts match the page's to the byte (16 values)." in done.stdout
-    assert (
-        "Speeds are not comparable on a CPU: gpu-check, prefix-reuse, decode-speed, cache-budget"
-        " ran on the CPU. Run them on an NVIDIA GPU without `--device cpu --tiny`" in done.stdout
-    )
-    newest = Store(REPO / "build").newest_good("kv-cache")
-    assert newest is not None and f"page:  run {newest.run_id} on NVIDIA H200" in done.stdout
+    # terminal lines: tests/lessons/test_learner_path.py (no wrapping, and the width budget)

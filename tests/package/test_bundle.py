@@ -20,7 +20,10 @@ from course.package.bundle import Entry, lab_listing, safe_name, write_zip, zip_
 
 EXPECTED = [
     f"{STEM}/START-HERE.md",
+    f"{STEM}/expected.json",  # every zip checks a learner's run: lab/compare.py
     f"{STEM}/figures/tiny_cache.png",
+    f"{STEM}/lab/compare.py",
+    f"{STEM}/lab/compare_report.py",
     f"{STEM}/lab/decode.py",
     f"{STEM}/lab/lab.yml",
     f"{STEM}/lab/size.py",
@@ -80,9 +83,9 @@ def test_start_here_names_every_step_in_order(start_here: str) -> None:
         in start_here
     )
     assert "pip install numpy==2.3.4" in start_here
-    headings = re.findall(r"^## Step (\d) of 2: (\S+)$", start_here, re.MULTILINE)
+    headings = re.findall(r"^## Step (\d): (\S+)", start_here, re.MULTILINE)
     assert headings == [("1", "size"), ("2", "decode")]
-    step1, step2 = start_here.split("## Step 2 of 2")
+    step1, step2 = start_here.split("## Step 2: decode")
     assert "**What it does:** Size the cache on paper." in step1
     assert "```bash\npython3 size.py\n```" in step1
     assert "It took 1.20 s on our NVIDIA H200." in step1
@@ -96,7 +99,7 @@ def test_first_step_runs_from_a_fresh_unzip(
 ) -> None:
     with zipfile.ZipFile(zip_file) as archive:
         archive.extractall(tmp_path)
-    step1 = start_here.split("## Step 1 of 2")[1].split("## Step 2")[0]
+    step1 = start_here.split("## Step 1: size")[1].split("## Step 2")[0]
     command = re.search(r"```bash\n(.*?)\n```", step1, re.DOTALL).group(1)  # type: ignore[union-attr]
     expected = re.search(r"```text\n(.*?)\n```", step1, re.DOTALL).group(1)  # type: ignore[union-attr]
     done = subprocess.run(

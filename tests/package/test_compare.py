@@ -25,8 +25,8 @@ from course.package import compare_lab
 from course.package.bundle import bundle_entries
 from course.package.cards import rental_cards
 from course.package.expected import (
+    compare_files,
     compare_runs,
-    compare_source,
     expected_for,
     expected_json,
     observed,
@@ -211,7 +211,8 @@ def learner_lab(
     top = tmp_path / "lesson"
     (top / "lab").mkdir(parents=True)
     (top / "expected.json").write_bytes(expected_json(expected))
-    (top / "lab" / "compare.py").write_bytes(compare_source())
+    for name, data in compare_files().items():
+        (top / name).write_bytes(data)
     for step in h200.record.steps:
         for kept in step.files:
             target = top / "lab" / kept.path
@@ -245,10 +246,9 @@ def test_compare_py_on_the_h200_results_agrees(
     done = compare_py(folder, tmp_path, "NVIDIA H200, 143771")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "yours: results in" in done.stdout and "on NVIDIA H200 (143,771 MiB)" in done.stdout
-    # the one value only printed (a regex capture) is not read, and says why
     line = next(x for x in done.stdout.splitlines() if x.startswith("bytes_per_token_06b "))
-    assert "not read [1]" in line and "[1] Not read: the step prints this value" in done.stdout
-    assert "Sizes and counts match the page's to the byte (40 values)." in done.stdout
+    assert line.split()[-1] == "agrees"  # read from results/size.json, as the page's was
+    assert "Sizes and counts match the page's to the byte (41 values)." in done.stdout
     assert "Scaled to your card (48 values): 48 agree." in done.stdout
 
 
@@ -276,12 +276,13 @@ def test_compare_py_on_a_synthetic_4090(
     alone = compare_py(folder, tmp_path / "none", None)
     assert alone.returncode == 0
     assert "no GPU found here: name the card your results came from (--gpu NAME)" in alone.stdout
-    assert "Sizes and counts match the page's to the byte (40 values)." in alone.stdout
+    assert "Sizes and counts match the page's to the byte (41 values)." in alone.stdout
 
 
 def test_compare_py_reports_a_missing_expectation_file(tmp_path: Path) -> None:
     (tmp_path / "lab").mkdir()
-    (tmp_path / "lab" / "compare.py").write_bytes(compare_source())
+    for name, data in compare_files().items():
+        (tmp_path / name).write_bytes(data)
     done = compare_py(tmp_path / "lab", tmp_path, None)
     assert done.returncode == 2 and "cannot use" in done.stdout and "expected.json" in done.stdout
 
@@ -422,6 +423,10 @@ def test_the_zip_carries_compare_py_and_the_expectation(
     pdf.write_bytes(b"%PDF-1.7\n")
     entries = {e.name: e for e in bundle_entries(lab, h200, pdf, [])}
     assert entries["lab/compare.py"].data == (REPO / "course/package/compare_lab.py").read_bytes()
+    assert (
+        entries["lab/compare_report.py"].data
+        == (REPO / "course/package/compare_report.py").read_bytes()
+    )
     shipped = json.loads(entries["expected.json"].data)
     assert shipped == json.loads(json.dumps(expected))
     assert shipped["run"] == h200.run_id and shipped["gpu"]["name"] == "NVIDIA H200"
@@ -435,10 +440,8 @@ def test_the_zip_carries_compare_py_and_the_expectation(
     assert room["scales"] == {"kind": "memory", "like": "cache-budget.room"}
     assert room["json"] == "results/budget.json" and room["key"] == "gpu.tokens"
     # compare.py never imports the course's package: it runs in a bare lab environment
-    assert (
-        "import course" not in compare_source().decode()
-        and "from course" not in compare_source().decode()
-    )
+    for data in compare_files().values():
+        assert "import course" not in data.decode() and "from course" not in data.decode()
     start = entries["START-HERE.md"].data.decode()
     assert "## Compare your numbers with the page's" in start and "python3 compare.py" in start
     # observed() on the page's own run gives back the page's values

@@ -13,13 +13,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import LESSON, STEM, inflated
+from support import LESSON, STEM, WIDE_LINE, inflated
 
 from course.errors import PageError
 from course.package.document import Cover, PrintMeta
 from course.package.lean import SITE
 from course.package.lessons import package_lessons
 from course.package.pdf import LocalFetcher, prepare, read_page
+from course.pages.widgets import TERMINAL_COLUMNS
 
 PAGE = "part-1/tiny"
 
@@ -68,7 +69,7 @@ def test_title_measured_numbers_checks_and_answers(roots: tuple[Path, Path], tex
         assert flat(value) in body, value
     assert "Checked on 20 November 2026, with numpy 2.3.4" in body
     # the checks: question and options in place, the answers after all of them
-    answers = body.index("Answers to the checks")
+    answers = body.rindex("Answers to the checks")  # the section, after the contents' entry
     for question, answer in [
         (
             "How much faster is decoding at 128 tokens than at 4,096?",
@@ -138,6 +139,14 @@ def test_outline_margins_and_metadata(pdf_file: Path, text: str) -> None:
     assert text.count("A tiny cache") >= pages
 
 
+def test_a_line_as_wide_as_the_terminal_budget_prints_on_one_line(pdf_file: Path) -> None:
+    """The PDF's monospace column holds TERMINAL_COLUMNS characters (104 at 7.6 pt on A4): a line
+    that wide is one line of the printed text, in the order written."""
+    assert len(WIDE_LINE) == TERMINAL_COLUMNS
+    layout = poppler("pdftotext", "-layout", str(pdf_file), "-")
+    assert " ".join(WIDE_LINE.split()) in [" ".join(line.split()) for line in layout.splitlines()]
+
+
 def test_long_lines_wrap_inside_the_page(pdf_file: Path, text: str) -> None:
     assert "END-OF-THE-LONG-LINE" in text
     bbox = poppler("pdftotext", "-bbox", str(pdf_file), "-")
@@ -152,7 +161,11 @@ def test_links_stay_clickable_and_outside_addresses_show(pdf_file: Path, text: s
     assert "RunPod (https://www.runpod.io/pricing)" in flat(text)
     # "Answer at the end" links to the answers, with the page they are on
     pages = poppler("pdftotext", "-layout", str(pdf_file), "-").split("\f")
-    on = next(i for i, p in enumerate(pages, start=1) if "Answers to the checks" in p)
+    on = next(
+        i
+        for i, p in enumerate(pages, start=1)
+        if "Answers to the checks" in p and "Contents" not in p  # the section, not its entry
+    )
     assert f"Answer at the end, page {on}" in flat(text)
 
 
@@ -272,3 +285,5 @@ def test_the_cover_names_the_lab_zip_and_a_contents_page_lists_the_sections(text
     contents = text.split("Contents", 1)[1].split("\f", 1)[0]
     # each section heading with a dotted leader and the page it starts on
     assert re.search(r"Questions people ask \.+ ?\d+", contents), contents
+    # and the answers to the checks, printed after the last section
+    assert re.search(r"Answers to the checks \.+ ?\d+", contents), contents

@@ -310,7 +310,7 @@ def test_without_javascript_the_landing_page_lists_the_lessons(no_js: object) ->
     assert facts == {
         "Reading": reading,
         "Hands-on": hands_on,
-        "Cost": f"{cost} of GPU time",
+        "Cost": f"{cost} on an RTX 4090 (renting one)",
         "Numbers from": "NVIDIA H200, 20 November 2026",
         "Downloads": "lab (zip), page (PDF)",
     }

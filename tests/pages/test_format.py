@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from course.pages.facts import hands_on_text
+from course.pages.facts import HandsOn, hands_on_text
 from course.pages.format import change, minutes_text, recorded, significant
 
 
@@ -55,11 +55,18 @@ def test_values_runs_and_changes_share_the_rule() -> None:
 
 
 def test_hands_on_leaves_out_what_takes_no_time() -> None:
-    assert hands_on_text(0.84, 0, 0) == "under a minute: the recorded steps took 0.84 s"
-    assert hands_on_text(96.5, 240, 300, 120) == (
+    assert hands_on_text(HandsOn(0.84, 0, 0, 0, 0)) == (
+        "under a minute: the recorded steps took 0.84 s"
+    )
+    assert hands_on_text(HandsOn(96.5, 240, 300, 0, 120)) == (
         "about 13 min: the recorded steps took 1 min 36 s, plus 4 min of installs, 5 min of "
         "downloads and 2 min to read and type each step (a minute a step)"
     )
-    assert hands_on_text(2, 30, 0) == (
+    assert hands_on_text(HandsOn(2, 30, 0, 0, 0)) == (
         "under a minute: the recorded steps took 2.00 s, plus under a minute of installs"
+    )
+    # a native engine built for the lab counts, named
+    assert hands_on_text(HandsOn(600, 180, 0, 288.4, 840), ["llama.cpp"]) == (
+        "about 32 min: the recorded steps took 10 min 00 s, plus 5 min to build llama.cpp, 3 min "
+        "of installs and 14 min to read and type each step (a minute a step)"
     )

@@ -170,8 +170,9 @@ def test_read_first_and_next_are_links_or_coming(two: Path) -> None:
     first = article(two, "part-1/tiny")
     assert (
         '<p><strong>Read first:</strong> <a class="course-lesson-link" href="../../part-1/'
-        'tiny-two/">1.2 A second tiny lesson</a>: the same again, <span class="course-coming">1.3 '
-        "A lesson still to write (coming)</span>, the attention step.</p>"
+        'tiny-two/">1.2 A second tiny lesson</a>: the same again, <a class="course-coming" '
+        'href="../../#lesson-still-to-write">1.3 A lesson still to write (coming)</a>, the '
+        "attention step.</p>"
     ) in first
     assert (
         'Next: <a class="course-lesson-link" href="../../part-1/tiny-two/">1.2 A second tiny '
@@ -179,8 +180,8 @@ def test_read_first_and_next_are_links_or_coming(two: Path) -> None:
     ) in first
     second = article(two, "part-1/tiny-two")
     assert (
-        'Next: <span class="course-coming">1.3 A lesson still to write (coming)</span>. Back to '
-        '<a href="../../">the course outline</a>.'
+        'Next: <a class="course-coming" href="../../#lesson-still-to-write">1.3 A lesson still '
+        'to write (coming)</a>. Back to <a href="../../">the course outline</a>.'
     ) in second
 
 

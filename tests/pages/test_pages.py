@@ -247,9 +247,16 @@ def test_header_facts_are_computed(built: BuildResult) -> None:
         "about 13 min: the recorded steps took 1 min 36 s, plus 4 min of installs, 5 min of "
         "downloads and 2 min to read and type each step (a minute a step)" in header
     )
-    # 756.5 s at $3.59 and at $4.59 per hour (RunPod, 2026-09-25)
-    assert "$3.59–$4.59 per hour, so the hands-on part costs $0.75–$0.96" in header
-    assert "RunPod</a> $3.59 (25 Sep 2026)" in header
+    # recorded on an H200, priced on the card a learner rents: 756.5 s at $0.34 and at $0.89 an
+    # hour (RunPod's community cloud, read 2026-09-25, and secure cloud, read 2026-11-13)
+    assert "Our numbers come from an NVIDIA H200. To run the lab yourself, rent an RTX 4090" in (
+        header
+    )
+    assert "$0.34–$0.89 per hour, so the hands-on part costs $0.07–$0.19" in header
+    assert "RunPod</a> community cloud $0.34 (read 25 Sep 2026)" in header
+    assert "RunPod</a> secure cloud $0.89 (read 13 Nov 2026)" in header
+    assert "community cloud: GPUs of hosts RunPod has vetted, the cheaper offer" in header
+    assert '<a href="../../before-you-start/">Before you start</a>' in header
     assert "20 November 2026, with numpy 2.3.4" in header and "NVIDIA H200" in header
     assert re.search(r"about \d+ min \([\d,]+ words\)", header)
     assert (

@@ -33,9 +33,11 @@ def test_declaring_scales_reruns_nothing(project: Path, course: CourseRun) -> No
     assert plan.returncode == 0 and "its definition changed" in plan.stdout, plan.stdout
 
 
-@pytest.mark.parametrize("lesson", ["kv-cache", "prefill-decode"])
+@pytest.mark.parametrize("lesson", ["prefill-decode"])
 def test_labs_that_declare_scales_still_hash_as_recorded(lesson: str) -> None:
-    """Lessons 2.4 and 2.3 declare `scales:`; their committed runs' steps still hash the same."""
+    """Lesson 2.3 declares `scales:`; its committed runs' steps still hash the same. (Lesson
+    2.4's size step now captures bytes_per_token_06b from its JSON file, and its llama.cpp steps
+    read llama_build.sh: they re-run on its next run.)"""
     root = Path(__file__).resolve().parents[2]
     lab = load_lab(root / "lab" / lesson / "lab.yml")
     assert any(c.scales for s in lab.lab.steps for c in s.capture.values())
@@ -49,3 +51,21 @@ def test_labs_that_declare_scales_still_hash_as_recorded(lesson: str) -> None:
         digest, now = hash_step(lab, lab.lab.step(rec.id), files, parts.engine, parts.gpu)
         assert now.definition == parts.definition, rec.id
         assert digest == rec.hash, rec.id
+
+
+@pytest.mark.parametrize("lesson", ["kv-cache", "prefill-decode", "gpu-memory", "smaller-cache"])
+def test_what_only_start_here_and_compare_read_reruns_nothing(lesson: str) -> None:
+    """A step's `cpu:`, `sizes_to_card:` and `scales:` (its own and its captures') tell a learner
+    and compare.py something; taking them away leaves every step's hash as it is."""
+    root = Path(__file__).resolve().parents[2]
+    lab = load_lab(root / "lab" / lesson / "lab.yml")
+    files = hash_lab_files(lab)
+    bare = {}
+    for step in lab.lab.steps:
+        captures = {n: c.model_copy(update={"scales": None}) for n, c in step.capture.items()}
+        plain = step.model_copy(
+            update={"cpu": None, "sizes_to_card": False, "scales": None, "capture": captures}
+        )
+        assert hash_step(lab, plain, files, {}, "h200") == hash_step(lab, step, files, {}, "h200")
+        bare[step.id] = plain != step
+    assert any(bare.values()), "the lab declares none of them: the test proves nothing"

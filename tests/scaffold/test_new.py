@@ -143,10 +143,11 @@ def test_the_new_page_uses_every_lesson_macro() -> None:
     from course.pages.render import hint  # noqa: F401 - registers every macro
 
     text = "".join(p.read_text() for p in (TEMPLATES / "docs").rglob("*.tmpl"))
-    # for authors' pages and the landing page, or naming another lesson, which a new course lacks
+    # for authors' pages, the landing page and the learners' guide, or naming another lesson,
+    # which a new course lacks
     authors_only = {
         "lab_reference", "freshness", "run_histories", "course_outline", "lesson_link",
-        "lesson_number",
+        "lesson_number", "lab_costs", "lab_installs",
     }  # fmt: skip
     unused = [name for name in MACROS if name not in authors_only and f"{name}(" not in text]
     assert "lab_reference" in MACROS and "get_files" in MACROS

@@ -1,0 +1,276 @@
+"""A learner's path through the course as the built site gives it (the repository's own site,
+built once: conftest.py's `repo_site`).
+
+- Each lesson zip's START-HERE.md, followed in order on this CPU machine (tests/walk.py): every
+  step's CPU form, then compare.py, whose every line must be true of what ran. The project's
+  Python stands for the fresh virtual environment START-HERE.md makes (the install lines are
+  checked against their one source instead), and the steps that need llama.cpp built are left to
+  the slow suite (`python tests/walk.py site/downloads/lesson-2.4.zip --fresh-venv --builds`).
+  Lessons 2.4 and 2.6 run every CPU form here; 2.3's and 2.5's GPU steps take minutes on two
+  cores, so they run with COURSE_SLOW=1 (their steps on paper and compare.py run always).
+- No terminal line wraps, on any lesson page at 1280 px nor in its PDF; a line within the width
+  budget shows whole; charts fit a phone's screen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from html import unescape
+from pathlib import Path
+from typing import Any
+
+import pytest
+import walk
+from support import CHROMIUM, REPO
+
+from course.lab.load import load_lab
+from course.pages.install import cpu_install_commands, install_commands
+from course.pages.widgets import TERMINAL_COLUMNS
+from course.record.store import Store
+
+LESSONS = {"2.3": "prefill-decode", "2.4": "kv-cache", "2.5": "gpu-memory", "2.6": "smaller-cache"}
+FULL = {"2.4", "2.6"} | ({"2.3", "2.5"} if os.environ.get("COURSE_SLOW") else set())
+"""Lessons whose GPU steps' CPU forms run here too."""
+
+
+@pytest.fixture(scope="module")
+def zips(repo_site: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every lesson zip of the site, unzipped side by side."""
+    site_dir, _ = repo_site
+    out = tmp_path_factory.mktemp("zips")
+    for number in LESSONS:
+        with zipfile.ZipFile(site_dir / "downloads" / f"lesson-{number}.zip") as archive:
+            archive.extractall(out)
+    return out
+
+
+def guide(zips: Path, number: str) -> list[walk.Section]:
+    return walk.read((zips / f"lesson-{number}" / "START-HERE.md").read_text(encoding="utf-8"))
+
+
+def page_steps(lesson: str) -> list[str]:
+    """The numbers of the page's "### Step N" headings."""
+    text = (REPO / "docs" / "part-2" / f"{lesson}.md").read_text(encoding="utf-8")
+    return re.findall(r"^### Step (\d+):", text, re.MULTILINE)
+
+
+@pytest.mark.parametrize("number", list(LESSONS))
+def test_start_here_gives_each_step_its_commands_numbered_as_the_page(
+    zips: Path, number: str
+) -> None:
+    lesson = LESSONS[number]
+    lab = load_lab(REPO / "lab" / lesson / "lab.yml")
+    run = Store(REPO / "build").newest_good(lesson)
+    assert run is not None
+    sections = guide(zips, number)
+    steps = [s for s in sections if s.label]
+    # every step of the recipe once, in order, numbered by the page's own steps
+    assert [s.step for s in steps] == [step.id for step in lab.lab.steps]
+    numbers = list(dict.fromkeys(re.match(r"\d+", s.label or "").group(0) for s in steps))  # type: ignore[union-attr]
+    assert numbers == page_steps(lesson)
+    # every GPU step has its CPU form; a step that stops a service has nothing to type
+    for section, step in zip(steps, lab.lab.steps, strict=True):
+        if step.needs == "gpu":
+            assert section.needs_gpu and len(section.blocks) == 2, section.heading
+        assert bool(section.blocks) != bool(section.stops), section.heading
+    # the install lines are the generated ones, the CPU build of PyTorch first without a GPU
+    (before,) = [s for s in sections if s.heading == "Before you start"]
+    assert before.blocks == [
+        "\n".join(install_commands(lab, run)),
+        "\n".join(cpu_install_commands(lab, run) or []),
+    ]
+    assert "--index-url https://download.pytorch.org/whl/cpu" in before.blocks[1]
+    assert "(our estimate, not a timing)" in before.text and "On our machine" not in before.text
+
+
+def test_lesson_24s_llama_cpp_comes_in_order_and_every_step_runs_without_a_gpu(zips: Path) -> None:
+    sections = guide(zips, "2.4")
+    headings = [s.heading for s in sections]
+    get = headings.index("Before step 6: get llama.cpp")
+    assert headings[get + 1] == "Step 6a: llama-gguf-06b (needs a GPU)"
+    labels = [s.label for s in sections if s.label]
+    assert labels == ["1", "2", "3", "4", "5", *[f"6{c}" for c in "abcdefghi"]]
+    assert sections[get].blocks == [
+        "pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "
+        "$HOME/llama.cpp-source\n"
+        "bash llama_build.sh $HOME/llama.cpp-source/llama_cpp_python-0.3.36.tar.gz "
+        "$HOME/llama.cpp cuda\n"
+        "export LLAMA_CPP_DIR=$HOME/llama.cpp\n"
+        'export PATH="$HOME/llama.cpp/bin:$PATH"',
+        "bash llama_build.sh $HOME/llama.cpp-source/llama_cpp_python-0.3.36.tar.gz "
+        "$HOME/llama.cpp cpu",
+    ]
+    # both build times count: the GPU build as recorded, the CPU one as lab.yml declares it
+    assert (
+        "Building it took for the GPU on the machine of our NVIDIA H200, 4 min 48 s; for the CPU"
+        " on 2 cores, 20 min 38 s." in sections[get].text
+    )
+    servers = [s for s in sections if s.ready]
+    assert len(servers) == 2
+    for server in servers:  # a second terminal: llama.cpp made findable there first
+        for block in server.blocks:
+            assert block.startswith('export PATH="$HOME/llama.cpp/bin:$PATH"\nllama-server -m ')
+        assert "gguf/qwen3-0_6b-tiny-bf16.gguf" in server.blocks[1]
+    (before,) = [s for s in sections if s.heading == "Before you start"]
+    assert (
+        "They need at least 20.4 GiB of GPU memory, the most one of them took on our NVIDIA H200"
+        " (step 2): a 24 GB card such as an RTX 4090 runs every step." in before.text
+    )
+    assert (
+        "Step 5 sizes itself to the card it finds: its peak on our NVIDIA H200 (125.5 GiB)"
+        in before.text
+    )
+
+
+def test_lesson_25_says_its_steps_size_themselves_to_the_card(zips: Path) -> None:
+    (before,) = [s for s in guide(zips, "2.5") if s.heading == "Before you start"]
+    assert (
+        "Steps 2, 3, 4, 5 size themselves to the card they find: their peaks on our NVIDIA H200 "
+        "(122.2–126.8 GiB) are a share of its memory, not what they need; on a smaller card they "
+        "take less."
+    ) in before.text
+
+
+@pytest.mark.parametrize("number", list(LESSONS))
+def test_a_learner_without_a_gpu_follows_start_here_to_a_true_verdict(
+    zips: Path, number: str, tmp_path: Path
+) -> None:
+    top = zips / f"lesson-{number}"
+    expected = json.loads((top / "expected.json").read_text(encoding="utf-8"))
+    needs = {s["id"]: s["needs"] for s in expected["steps"]}
+    commands = [c for c in walk.cpu_path(guide(zips, number)) if c.section != "Before you start"]
+    if number not in FULL:
+        commands = [c for c in commands if c.step is None or needs.get(c.step) != "gpu"]
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    outputs = walk.follow(commands, top / "lab", env)  # compare.py's exit status 0 included
+    ran = {c.step for c in commands if c.step and not c.build}
+    assert walk.verdict_problems(expected, ran, outputs["compare"]) == [], outputs["compare"]
+    assert len(walk.compare_rows(outputs["compare"])) == len(expected["values"])
+
+
+# --- what the pages show ------------------------------------------------------------------------
+
+LINE_BOXES = """() => {
+  const pres = [...document.querySelectorAll('.course-terminal pre')];
+  const out = [];
+  for (const [n, pre] of pres.entries()) {
+    const box = pre.getBoundingClientRect();
+    const style = getComputedStyle(pre);
+    const right = box.left + pre.clientLeft + pre.clientWidth - parseFloat(style.paddingRight);
+    const height = parseFloat(style.lineHeight);  // a rect's middle says which line box it is in
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    let line = '', tops = new Set(), end = 0;
+    const flush = () => {
+      out.push({pre: n, line, boxes: tops.size, end, right});
+      line = ''; tops = new Set(); end = 0;
+    };
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      let start = 0;
+      const text = node.textContent;
+      for (let i = 0; i <= text.length; i++) {
+        if (i === text.length || text[i] === '\\n') {
+          if (i > start) {
+            const range = document.createRange();
+            range.setStart(node, start); range.setEnd(node, i);
+            for (const r of range.getClientRects()) {
+              tops.add(Math.floor((r.top + r.height / 2 - box.top) / height));
+              end = Math.max(end, r.right);
+            }
+            line += text.slice(start, i);
+          }
+          if (i < text.length) flush();
+          start = i + 1;
+        }
+      }
+    }
+    flush();
+  }
+  const probe = document.createElement('span');
+  probe.textContent = 'x'.repeat(200);
+  pres[0].appendChild(probe);
+  const char = probe.getBoundingClientRect().width / 200;
+  probe.remove();
+  const style = getComputedStyle(pres[0]);
+  const pad = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+  const inner = pres[0].clientWidth - pad;
+  return {lines: out, columns: Math.floor(inner / char)};
+}"""
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("lesson", list(LESSONS.values()))
+def test_no_terminal_line_wraps_at_1280_and_the_budget_is_what_it_shows(
+    repo_site: tuple[Path, str], chromium: Any, lesson: str
+) -> None:
+    _, base = repo_site
+    tab = chromium.new_page(viewport={"width": 1280, "height": 900})
+    tab.goto(f"{base}part-2/{lesson}/")
+    found = tab.evaluate(LINE_BOXES)
+    tab.close()
+    assert found["columns"] == TERMINAL_COLUMNS  # the budget course check holds the labs to
+    lines = [x for x in found["lines"] if x["line"]]
+    assert len(lines) > 20
+    wrapped = [x["line"] for x in lines if x["boxes"] != 1]
+    assert wrapped == []  # each line is one line box, whatever its length
+    for x in lines:  # a line within the budget shows whole; a longer one runs past the edge
+        assert (x["end"] <= x["right"] + 0.5) == (len(x["line"]) <= TERMINAL_COLUMNS), x
+
+
+@pytest.mark.browser
+def test_charts_fit_a_phones_screen(repo_site: tuple[Path, str], chromium: Any) -> None:
+    _, base = repo_site
+    tab = chromium.new_page(viewport={"width": 390, "height": 844})
+    seen = 0
+    for lesson in LESSONS.values():
+        tab.goto(f"{base}part-2/{lesson}/")
+        figures = tab.evaluate(
+            """() => [...document.querySelectorAll('.course-figure')].map(f => ({
+                 fig: f.scrollWidth <= f.clientWidth + 1,
+                 img: f.querySelector('img').getBoundingClientRect().right
+                      <= document.documentElement.clientWidth + 1}))"""
+        )
+        assert figures and all(f["fig"] and f["img"] for f in figures), (lesson, figures)
+        seen += len(figures)
+    tab.close()
+    assert seen >= 4
+
+
+def test_terminal_lines_within_the_budget_do_not_wrap_in_the_pdfs(
+    repo_site: tuple[Path, str],
+) -> None:
+    site_dir, _ = repo_site
+    checked = 0
+    for number, lesson in LESSONS.items():
+        html = (site_dir / "part-2" / lesson / "index.html").read_text(encoding="utf-8")
+        shown = []
+        for pre in re.findall(r'<div class="course-terminal".*?<pre[^>]*>(.*?)</pre>', html, re.S):
+            text = unescape(re.sub(r"<[^>]+>", "", pre))
+            shown += [x for x in text.split("\n") if len(x) <= TERMINAL_COLUMNS]
+        pdf = site_dir / "downloads" / f"lesson-{number}.pdf"
+        layout = subprocess.run(
+            ["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True
+        ).stdout
+        printed = [" ".join(x.split()) for x in layout.splitlines()]
+        joined = "\n".join(printed)
+        for line in (" ".join(x.split()) for x in shown):
+            if len(line) < 30 or line not in joined.replace("\n", " "):
+                continue  # short, too wide, or left out of the PDF (a long terminal is trimmed)
+            assert line in joined, f"lesson {number}: wraps in the PDF: {line!r}"
+            checked += 1
+    assert checked > 100
