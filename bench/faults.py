@@ -11,6 +11,10 @@ service up and a step that meets the fault, then looks for what the fault left b
                      from outside the lab) found in any record or in what the runner printed
     false masks      a plain value masked: "warm: false" with TOKENIZERS_PARALLELISM=false set,
                      its capture, or a kept JSON file that masking made invalid
+    lines lost       lines a step printed that its transcript neither holds nor counts as left
+                     out (`runner_faults.py`: the runner's kinds of issue 27)
+    scripts injected a recorded text value that became markup on the built page: a <script> or
+                     an element with an on… handler, a javascript: link, Markdown emphasis
 
 Then the soak: SOAK consecutive runs of the lab, service included, in this process (so that a
 leak of the runner's own descriptors or threads would pile up), with open descriptors,
@@ -44,8 +48,11 @@ from urllib.parse import quote
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "tests"))
 
 from fault_host import SshServer  # noqa: E402
+from published import published_kinds  # noqa: E402
+from runner_faults import runner_kinds  # noqa: E402
 
 from course.record.store import Store  # noqa: E402
 from course.run.process import GUARD, WATCHER  # noqa: E402
@@ -129,6 +136,14 @@ class Trial:
     """Processes left outside the run's groups (a remote host's supervisors)."""
     extra_temp: int = 0
     """Folders left outside the runners' temporary folder (a remote host's)."""
+    extra_lost: int = 0
+    """Good runs lost where the baseline check does not look (a newest run chosen wrongly)."""
+    lines_lost: int = 0
+    """Lines a step printed that its transcript lost."""
+    extra_leaks: int = 0
+    """Secrets found where `leaked` does not look (a lesson zip, another encoding)."""
+    scripts: int = 0
+    """Recorded values that became markup on a built page."""
 
 
 def course(trial: Trial, *args: str, **kwargs: object) -> subprocess.Popen[str]:
@@ -376,6 +391,8 @@ def kinds(server: SshServer | None) -> list[Kind]:
             f"  - id: on-gpu\n    needs: gpu\n    run: {MARK}true\n",
             expect=("refused, nothing was run", "step on-gpu needs a GPU"),
         ),
+        *runner_kinds(Kind, MARK),
+        *published_kinds(Kind, MARK),
     ]
 
 
@@ -460,6 +477,8 @@ class Row:
     lost: int = 0
     leaks: int = 0
     masks: int = 0
+    lines: int = 0
+    scripts: int = 0
     handled: int = 0
     seconds: float = 0.0
 
@@ -504,7 +523,10 @@ def trial(root: Path, kind: Kind, baseline: tuple[str, str], row: Row) -> None:
         kept = root / "build" / LAB / run_id / "run.json"
         if good is None or good.run_id < run_id or not kept.exists() or digest(kept) != sha:
             row.lost += 1
-        row.leaks += leaked(root, t.output)
+        row.lost += t.extra_lost
+        row.lines += t.lines_lost
+        row.leaks += leaked(root, t.output) or t.extra_leaks > 0
+        row.scripts += t.scripts
         row.handled += said(t, kind)
         row.masks += false_masks(root, before_runs)
         shutil.rmtree(marks, ignore_errors=True)
@@ -641,13 +663,15 @@ def measure() -> None:
     if rows:
         print(
             "| fault | runs | handled as expected | processes left | temp folders left "
-            "| good runs lost | secrets leaked | false masks | seconds per run |"
+            "| good runs lost | secrets leaked | false masks | lines lost | scripts injected "
+            "| seconds per run |"
         )
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| --- " * 11 + "|")
         for r in rows:
             print(
                 f"| {r.kind} | {r.runs} | {r.handled} | {r.left} | {r.temp} | {r.lost} "
-                f"| {r.leaks} | {r.masks} | {r.seconds / max(r.runs, 1):.1f} |"
+                f"| {r.leaks} | {r.masks} | {r.lines} | {r.scripts} "
+                f"| {r.seconds / max(r.runs, 1):.1f} |"
             )
         print(f"\n{sum(r.runs for r in rows)} trials in {t1 - t0:.0f} s")
     if args.soak:

@@ -1,5 +1,5 @@
-"""The commands `course run | build | diff | compare | check | serve | publish | new | schema`:
-parse the arguments, call a stage, report errors."""
+"""The commands `course run | build | diff | compare | check | serve | publish | new | schema |
+runs | outdated | refresh`: parse the arguments, call a stage, report errors."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.markup import escape
 
 from .console import reports_errors, stderr, stdout
 from .errors import CourseError
 from .publish.command import publish
+from .refresh.command import outdated, refresh
+from .runs.command import runs
 
 if TYPE_CHECKING:
     from .run.target import Target
@@ -114,6 +117,9 @@ def cli(ctx: click.Context, root: Path | None) -> None:
     metavar="URL",
     help="With --via skypilot: where the jobs leave their records (s3://, gs://).",
 )
+@click.option(
+    "--note", metavar="TEXT", help='What this run tries ("vocab 8192"), kept in run.json.'
+)
 @click.pass_obj
 @reports_errors
 def run(
@@ -135,6 +141,7 @@ def run(
     all_lessons: bool,
     via: str | None,
     bucket: str | None,
+    note: str | None,
 ) -> None:
     """Run LESSON's lab (lab/LESSON/lab.yml) and record it in build/LESSON/<run-id>/."""
     from .record.models import Run
@@ -154,6 +161,7 @@ def run(
     options = Options(
         force, only, from_step, dry_run, quiet, on=on, env=parse_env(env), setup=setup,
         resume=resume, engine=list(engine), wheels=wheels.resolve() if wheels else None,
+        note=note,
     )  # fmt: skip
     settings = SshSettings(accept_new_host_key=accept_new_host_key, config=ssh_config)
 
@@ -217,6 +225,8 @@ def build(root: Path, site_dir: Path | None) -> None:
 
     warn_damaged(root)
     result = build_site(root, site_dir)
+    for warning in result.warnings:
+        stderr.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     stderr.print(
         f"built {result.site_dir} in {result.seconds:.1f} s "
         f"({len(result.pages)} lesson page{'s' if len(result.pages) != 1 else ''})"
@@ -232,24 +242,24 @@ def build(root: Path, site_dir: Path | None) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for a script).")
 @click.option("--all", "all_values", is_flag=True, help="List unchanged values too.")
+@click.option(
+    "--tolerance", default=5.0, show_default=True, metavar="PCT",
+    help="How far a timed value recorded without its spread may move within noise (%).",
+)  # fmt: skip
 @click.pass_obj
 @reports_errors
 def diff(
-    root: Path,
-    lesson: str,
-    run_a: str | None,
-    run_b: str | None,
-    as_markdown: bool,
-    as_json: bool,
-    all_values: bool,
-) -> None:
-    """Compare two runs of LESSON (default: its two newest good runs): values moved, claims broken.
+    root: Path, lesson: str, run_a: str | None, run_b: str | None, as_markdown: bool,
+    as_json: bool, all_values: bool, tolerance: float,
+) -> None:  # fmt: skip
+    """Compare two runs of LESSON (default: its two newest good runs): values moved beyond their
+    spread or within noise, sizes and counts changed, lab inputs, claims broken.
 
     Exits 1 when a claim of the lesson's pages fails on the newer run.
     """
     try:
         from .diff import compare, pick_runs, render_console, render_markdown, to_json
-        from .pages.evaluate import evaluate_pages
+        from .pages.evaluate import evaluate_pages, exact_values
     except ImportError as exc:
         raise CourseError(
             f"course diff evaluates the lesson's pages and needs the site's packages ({exc.name} "
@@ -261,7 +271,8 @@ def diff(
     store.lesson_dir(lesson)  # a name that is not a lesson's is refused here
     warn_damaged(root, [lesson])
     old, new = pick_runs(store, lesson, run_a, run_b)
-    report = compare(old, new, lambda run: evaluate_pages(root, lesson, run))
+    pages = lambda run: evaluate_pages(root, lesson, run)  # noqa: E731 - one use, one line
+    report = compare(old, new, pages, exact_values(root, lesson), tolerance / 100)
     if as_json:
         click.echo(to_json(report))
     elif as_markdown:
@@ -292,17 +303,16 @@ def compare_cmd(root: Path, lesson: str, run_id: str, against: str | None) -> No
 @reports_errors
 def check(root: Path) -> None:
     """Check every page's values and claims against the records, without building HTML."""
-    from .site import check_or_fail, check_warnings, pinned_behind
+    from .site import check_or_fail, pinned_behind
 
     warn_damaged(root)
-    found: list[str] = []
-    count = check_or_fail(root, found)
+    checked = check_or_fail(root)
     stderr.print(
-        f"{count} page{'s' if count != 1 else ''} checked: every value is recorded and every claim "
-        "holds"
+        f"{checked.count} page{'s' if checked.count != 1 else ''} checked: every value is "
+        "recorded and every claim holds"
     )
-    for warning in [*found, *check_warnings(root)]:
-        stderr.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    for warning in checked.warnings:
+        stderr.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for page, pinned, newest in pinned_behind(root):
         stderr.print(
             f"[yellow]pinned behind:[/] {page} uses run {pinned}; its lesson's newest good run is "
@@ -334,13 +344,16 @@ def serve(root: Path, dev_addr: str) -> None:
 @click.argument("lesson")
 @click.option("--part", type=int, help="The part it joins (default: the course's last part).")
 @click.option("--title", help="The lesson's title (default: made from LESSON).")
+@click.option("--part-title", metavar="TITLE", help="The title of a part new to the course.")
 @click.pass_obj
 @reports_errors
-def new(root: Path, lesson: str, part: int | None, title: str | None) -> None:
+def new(
+    root: Path, lesson: str, part: int | None, title: str | None, part_title: str | None
+) -> None:
     """Start lesson LESSON: a lab, a page using every macro, its data file and a figure."""
     from .scaffold.new import new_lesson
 
-    made = new_lesson(root, lesson, part, title)
+    made = new_lesson(root, lesson, part, title, part_title)
     for path in made.files:
         stdout.print(f"wrote {path.relative_to(root)}", highlight=False)
     stdout.print(
@@ -371,6 +384,9 @@ def schema(output: Path | None) -> None:
 
 
 cli.add_command(publish)
+cli.add_command(runs)
+cli.add_command(outdated)
+cli.add_command(refresh)
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
     CourseError                 anything the CLI reports as a message, not a traceback
      ├── LabError               a lab.yml that cannot be used (names the file, the step, the field)
+     │    └── FactsError        the course's facts file that cannot be used (names the key)
      ├── RunError               a run that stopped (names the lab file, the step, what was expected)
      │    ├── StepFailed        one step failed: exit code, timeout, service, capture
      │    ├── CaptureMiss       a capture that found nothing (run/capture.py; becomes StepFailed)
@@ -12,8 +13,10 @@
      (record/quantity.py)
      ├── PageError              a page that cannot be built (names the page and the macro call)
      │    └── WidgetError       a block (terminal, listing, figure, check) that cannot be made
-     └── PublishError           a site that cannot be published (placeholder address, broken
-                                links, a deploy that failed)
+     ├── PublishError           a site that cannot be published (placeholder address, broken
+     │                          links, a deploy that failed)
+     └── RefreshError           an engine release that cannot be looked up, fetched or refreshed
+          └── IndexUnreachable  the package index does not answer (offline): said in one line
 
 Two exceptions stand outside on purpose: `run.options.Interrupted` (a BaseException, like
 KeyboardInterrupt: Ctrl-C, SIGTERM or SIGHUP during a run, so clean-up code runs) and the host-side
@@ -36,6 +39,11 @@ class LabError(CourseError):
         lines = "\n".join(f"  - {p}" for p in problems)
         noun = "problem" if len(problems) == 1 else "problems"
         super().__init__(f"{path}: {len(problems)} {noun}:\n{lines}")
+
+
+class FactsError(LabError):
+    """The course's facts file (lab/common/labkit/facts.toml) that cannot be used; lists every
+    problem, each naming its key."""
 
 
 class RunError(CourseError):
@@ -69,3 +77,19 @@ class PageError(CourseError):
 
 class PublishError(CourseError):
     """A site that cannot be published; the message says what to fix."""
+
+
+def os_message(exc: OSError) -> str:
+    """An operating system's error as words and the path it is about: 'No space left on device:
+    /srv/site/x.pdf'."""
+    what = exc.strerror or type(exc).__name__
+    paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    return f"{what}: {paths}" if paths else f"{what} ({exc})"
+
+
+class RefreshError(CourseError):
+    """An engine release that cannot be looked up on the index, fetched or refreshed to."""
+
+
+class IndexUnreachable(RefreshError):
+    """The package index cannot be reached (offline, refused, timed out, or a server error)."""

@@ -1,4 +1,5 @@
-"""The site stages: `build` (mkdocs, strict, into site/), `check` (values and claims only), `serve`.
+"""The site stages: `build` (mkdocs, strict, into site/), `check` (values, claims and the page
+checks of `pages/lint/`, without HTML), `serve`.
 
 `build_site` returns a `BuildResult` naming every lesson page, its lesson and its run, so that a
 later stage (PDFs of the lesson pages, the lesson zips) can be appended after the HTML build.
@@ -15,16 +16,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CourseError, PageError
+from .errors import CourseError, PageError, os_message
 from .package.lessons import package_lessons
+from .package.lint import shipped_findings
 from .pages.checks import position_warning
 from .pages.choose import ChosenPage, lesson_page_runs
+from .pages.claims import fragile_warnings
 from .pages.context import Problem
 from .pages.faq import load_page_data
-from .pages.lessons import placement_problems, scan
+from .pages.lessons import PageEntry, placement_problems, scan
+from .pages.lint import CheckedPage, Finding, Settings, check_page, load_settings
+from .pages.macros import ANSWERABLE
 from .pages.outline import OUTLINE, load_outline
 from .pages.plugin import LENIENT, STATE, report
-from .pages.render import hint, render_page
+from .pages.render import hint
+from .record.models import run_order
 from .record.store import Store
 
 CONFIG = "mkdocs.yml"
@@ -51,6 +57,7 @@ class BuildResult:
     seconds: float
     pages: list[LessonPage] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    """What mkdocs logged, then what the page checks warn about."""
 
 
 class _Collect(logging.Handler):
@@ -86,20 +93,80 @@ def build_site(
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
     os.environ.pop(LENIENT, None)
     started = time.perf_counter()
-    # built beside the site and swapped in only once whole: a failed build keeps the last good site
-    site_dir.parent.mkdir(parents=True, exist_ok=True)
-    fresh = Path(tempfile.mkdtemp(prefix=f".{site_dir.name}.building-", dir=site_dir.parent))
+    try:
+        # built beside the site and swapped in only once whole: a failed build keeps the last
+        # good site; the folder is named after its builder, so a later build knows when it died
+        site_dir.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale(site_dir)
+        prefix = f".{site_dir.name}.building-{os.getpid()}-{_started(os.getpid())}-"
+        fresh = Path(tempfile.mkdtemp(prefix=prefix, dir=site_dir.parent))
+    except OSError as exc:
+        raise PageError(f"the site did not build: {os_message(exc)}") from None
     try:
         warnings = _mkdocs(config_file, fresh, cache, site_url)
+        checked = check_pages(root)  # the page checks mkdocs does not run
+        if checked.problems:
+            raise PageError(f"the site did not build:\n{report(checked.problems)}")
+        warnings += checked.warnings
         chosen = lesson_page_runs(root)
         # downloads/lesson-<number>.pdf and .zip
-        package_lessons(root, fresh, chosen, cache / "package", site_url, jobs)
+        packaged = package_lessons(root, fresh, chosen, cache / "package", site_url, jobs)
+        warnings += [note for lesson in packaged for note in lesson.notes]
         _swap_in(fresh, site_dir)
+    except OSError as exc:
+        raise PageError(f"the site did not build: {os_message(exc)}") from None
     finally:
         shutil.rmtree(fresh, ignore_errors=True)
     pages = [_built(page, site_dir) for page in chosen]
     seconds = time.perf_counter() - started
     return BuildResult(site_dir, seconds, pages, warnings)
+
+
+def _started(pid: int) -> int:
+    """When a process started, in clock ticks since boot (0 when /proc cannot say)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rfind(")") + 2 :].split()[19])
+
+
+def _alive(pid: int, started: int) -> bool:
+    """Whether the process that started at `started` (ticks since boot) is still running."""
+    if Path("/proc/self/stat").exists():
+        return Path(f"/proc/{pid}").exists() and _started(pid) == started
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: alive
+    return True
+
+
+STALE_UNNAMED = 86400
+"""Seconds after which a build folder that does not name its builder (made before they did) is
+taken for stale."""
+
+
+def _remove_stale(site_dir: Path) -> None:
+    """Remove the build folders (`.site.building-*`, `.site.old-*`) of builds that died: the
+    process named in the folder's name is gone, or is another process now."""
+    name = re.escape(site_dir.name)
+    named = re.compile(rf"\.{name}\.(?:building|old)-(\d+)-(\d+)-\w+")
+    unnamed = re.compile(rf"\.{name}\.(?:building|old)-\w+")
+    for folder in site_dir.parent.glob(f".{site_dir.name}.*-*"):
+        found = named.fullmatch(folder.name)
+        if found is not None:
+            pid, started = int(found.group(1)), int(found.group(2))
+            if _alive(pid, started):
+                continue  # its build is still going
+        elif (
+            not unnamed.fullmatch(folder.name)
+            or time.time() - folder.stat().st_mtime < STALE_UNNAMED
+        ):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _mkdocs(config_file: Path, site_dir: Path, cache: Path, site_url: str | None) -> list[str]:
@@ -170,39 +237,78 @@ def _condensed(message: str) -> str:
     return f"docs/{page.group(1)}: {error.group(1)}: {error.group(2)}{hint(error.group(2))}"
 
 
-def check_site(root: Path, warnings: list[str] | None = None) -> tuple[int, list[Problem]]:
-    """Render every page's macros without HTML; (pages checked, problems found). What the pages
-    warn about without failing (a terminal line too wide) is added to `warnings`."""
+@dataclass
+class Checked:
+    """What `course check` found: pages checked, problems that fail it, warnings."""
+
+    count: int
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_pages(root: Path) -> Checked:
+    """Render every page's macros without HTML and run the page checks (`pages/lint/`) over every
+    lesson page and what its zip ships; a check's findings are problems or warnings as
+    docs/data/lint.yml says."""
     docs = root / "docs"
     if not docs.is_dir():
         raise PageError(f"no docs/ folder in {root}")
-    problems: list[Problem] = []
+    settings = load_settings(docs)
     pages = scan(docs)
     placed = placement_problems(load_outline(docs), pages)
-    problems += [Problem(page, f"(docs/{OUTLINE})", message) for page, message in placed]
+    checked = Checked(len(pages))
+    checked.problems += [Problem(page, f"(docs/{OUTLINE})", message) for page, message in placed]
+    findings: list[Finding] = []
     for entry in pages:
         if entry.raw.get("render_macros") is False:
             continue
-        context = render_page(root, entry).context
-        problems += context.problems
-        if warnings is not None:
-            warnings += context.notes
-    return len(pages), problems
+        page = check_page(root, entry, settings)
+        checked.problems += page.problems
+        findings += page.findings + _shipped(root, page, settings)
+        checked.warnings += _position(root, entry)
+        if page.context is not None:  # what the page warns about without failing (wide lines)
+            checked.warnings += page.context.notes
+        if page.context is not None:
+            source = (docs / entry.src).read_text(encoding="utf-8")
+            checked.warnings += fragile_warnings(
+                f"docs/{entry.src}", source, page.context.claim_results
+            )
+    for finding in dict.fromkeys(findings):  # in order, each once
+        if settings.level(finding.check) == "error":
+            checked.problems.append(
+                Problem(finding.file, f"line {finding.line}", f"{finding.check}: {finding.message}")
+            )
+        else:
+            checked.warnings.append(str(finding))
+    return checked
 
 
-def check_warnings(root: Path) -> list[str]:
-    """What `course check` warns about without failing: checks a pattern can pass."""
-    warnings = []
-    for entry in scan(root / "docs"):
-        if not entry.meta.lesson:
-            continue
-        try:  # the data file alone: check_site has rendered (and reported) the page already
-            found = position_warning(load_page_data(root / "docs", entry.src, entry.raw).checks)
-        except CourseError:
-            continue  # a broken data file is reported as a page problem already
-        if found:
-            warnings.append(f"docs/{entry.src}: {found}")
-    return warnings
+def _shipped(root: Path, page: CheckedPage, settings: Settings) -> list[Finding]:
+    """The checks of the lesson zip's other files (its lab, START-HERE.md)."""
+    if page.context is None or not page.context.meta.lesson:
+        return []
+    try:
+        return shipped_findings(root, page.context.lab, page.context.run, settings)
+    except ANSWERABLE:
+        return []  # no run or no lab: the page's problems say so
+
+
+def check_site(root: Path) -> tuple[int, list[Problem]]:
+    """Render every page's macros without HTML and run the page checks; (pages checked,
+    problems found)."""
+    checked = check_pages(root)
+    return checked.count, checked.problems
+
+
+def _position(root: Path, entry: PageEntry) -> list[str]:
+    """A lesson page's checks whose right answers sit in a pattern (a warning)."""
+    if not entry.meta.lesson:
+        return []
+    try:  # the data file alone: check_page has rendered (and reported) the page already
+        found = position_warning(load_page_data(root / "docs", entry.src, entry.raw).checks)
+    except CourseError:
+        return []  # a broken data file is reported as a page problem already
+    return [f"docs/{entry.src}: {found}"] if found else []
 
 
 def pinned_behind(root: Path) -> list[tuple[str, str, str]]:
@@ -214,18 +320,17 @@ def pinned_behind(root: Path) -> list[tuple[str, str, str]]:
     for entry in scan(root / "docs"):
         if entry.meta.lesson and entry.meta.run:
             newest = store.newest_good(entry.meta.lesson)
-            if newest is not None and newest.run_id > entry.meta.run:
+            if newest is not None and run_order(newest.run_id) > run_order(entry.meta.run):
                 behind.append((f"docs/{entry.src}", entry.meta.run, newest.run_id))
     return behind
 
 
-def check_or_fail(root: Path, warnings: list[str] | None = None) -> int:
-    """Run check_site and raise PageError listing every problem; the number of pages otherwise
-    (and the pages' warnings added to `warnings`)."""
-    count, problems = check_site(root, warnings)
-    if problems:
-        raise PageError(report(problems))
-    return count
+def check_or_fail(root: Path) -> Checked:
+    """Run check_pages and raise PageError listing every problem; what it found otherwise."""
+    checked = check_pages(root)
+    if checked.problems:
+        raise PageError(report(checked.problems))
+    return checked
 
 
 def serve_site(root: Path, dev_addr: str = "127.0.0.1:8000") -> None:

@@ -1,6 +1,8 @@
 """Helpers the test modules share (imported as `support`; tests never import each other).
 
 make_project(dst)    the repository's site machinery plus the fixture lesson and its records
+make_timed_project(dst)   the same plus `timed-sum`, a CPU lab whose timings carry their spread
+write_timed_run(root, run_id, values)   a good run of `timed-sum` with these values
 serving(folder)      a folder served over HTTP on 127.0.0.1 for the length of a block
 free_port()          a TCP port nobody listens on right now
 """
@@ -10,13 +12,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from course.record.models import HashParts, HostFacts, Record, Spread, StepRecord, Value
+from course.record.store import Store
+from course.record.writer import RunWriter
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -51,7 +59,48 @@ def make_project(dst: Path) -> Path:
         if "lesson:" in page.read_text(encoding="utf-8").split("\n---", 1)[0]:
             page.unlink()
     shutil.copytree(SITE_FIXTURE, dst, ignore=_IGNORE, dirs_exist_ok=True)
+    # the course's facts (prices, cards) and the lab kit, as in the repository
+    shutil.copytree(REPO / "lab" / "common", dst / "lab" / "common", ignore=_IGNORE)
     return dst
+
+
+TIMED_FIXTURE = FIXTURES / "timed"
+
+
+def make_timed_project(dst: Path) -> Path:
+    """The fixture project plus lesson `timed-sum` (no records yet): a lab that times summing
+    numbers with repeats and writes each timing with its spread, and a page with claims on it."""
+    make_project(dst)
+    shutil.copytree(TIMED_FIXTURE, dst, ignore=_IGNORE, dirs_exist_ok=True)
+    return dst
+
+
+def timed(median: float, low: float, q1: float, q3: float, high: float, n: int = 15) -> Value:
+    """A timed value in ms, recorded with its spread."""
+    spread = Spread(n=n, min=low, q1=q1, q3=q3, max=high)
+    return Value(value=median, type="float", unit="ms", spread=spread)
+
+
+def write_timed_run(
+    root: Path,
+    run_id: str,
+    values: dict[str, Value],
+    script_sha: str = "a" * 64,
+    host: HostFacts | None = None,
+) -> Path:
+    """A finished good run of `timed-sum` with these values, written as `course run` writes one
+    (RunWriter); its folder."""
+    parts = HashParts(
+        definition="d" * 64, inputs={"sum_times.py": script_sha}, engine={}, gpu="none"
+    )
+    step = StepRecord(id="time", kind="run", command="python3 sum_times.py", status="ok",
+                      exit_code=0, values=values, hash=script_sha, hash_parts=parts)  # fmt: skip
+    record = Record(
+        lesson="timed-sum", title="Summing numbers", run_id=run_id, status="running",
+        started=f"{run_id[:10]}T09:00:00Z", lab_file="lab/timed-sum/lab.yml",
+        host=host or HostFacts(cpu="Intel Xeon (16 cores)"), engine={}, steps=[step],
+    )  # fmt: skip
+    return RunWriter(Store(root / "build"), record).finish("ok").folder
 
 
 LESSON = "tiny-cache"
@@ -157,3 +206,52 @@ def serving(folder: Path, port: int = 0, not_found: str | None = None) -> Iterat
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+SCRIPT = "<script>window.injected = 1</script><img src=x onerror='window.injected = 2'>"
+MARKDOWN = "[x](javascript:alert(1)) **b** <javascript:alert(2)> $x$ | {{ y }}"
+"""Text values a hostile step records: a script, and Markdown with a javascript: link."""
+HOSTILE_STEP = """
+  - id: hostile
+    run: python3 hostile.py
+    inputs: [hostile.py]
+    capture:
+      l: {json: hostile.json, key: l, type: str}
+      m: {json: hostile.json, key: m, type: str}
+"""
+HOSTILE_PAGE = """
+
+## Recorded text
+
+Text: {{ value("hostile.l") }} and {{ value("hostile.m") }}.
+
+{{ figure("tiny_cache", alt="A {hostile.l} {hostile.m}", caption="C {hostile.l} {hostile.m}") }}
+
+{{ run_history(headline=["hostile.l", "hostile.m"]) }}
+"""
+
+
+def add_hostile_step(root: Path, script: str = SCRIPT) -> None:
+    """A step `hostile` in the fixture lesson's lab that captures `script` and MARKDOWN as text,
+    and a section of its page that shows them (in a value, a caption, alt text, a table)."""
+    lab = root / "lab" / LESSON
+    values = f"{{'l': {script!r}, 'm': {MARKDOWN!r}}}"
+    (lab / "hostile.py").write_text(
+        f"import json\njson.dump({values}, open('hostile.json', 'w'))\n"
+    )
+    (lab / "lab.yml").write_text((lab / "lab.yml").read_text() + HOSTILE_STEP)
+    page = root / "docs" / "part-1" / "tiny.md"
+    shorter = page.read_text().replace('lines="1-2,11-"', 'lines="1-2,4-"')  # the real output
+    page.write_text(shorter + HOSTILE_PAGE)
+
+
+def inflated(pdf: Path) -> bytes:
+    """The PDF's bytes with its compressed streams (object streams included) inflated."""
+    data = pdf.read_bytes()
+    parts = [data]
+    for match in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.DOTALL):
+        try:
+            parts.append(zlib.decompress(match.group(1)))
+        except zlib.error:
+            continue
+    return b"\n".join(parts)

@@ -43,6 +43,9 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+STATES = ("FAILS", "holds")
+
+
 def course(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*COURSE, "--root", str(root), *args],
@@ -63,15 +66,14 @@ def test_diff_of_the_two_newest_good_runs(release: Path) -> None:
     assert out.index("decode.tps_long") < out.index("decode.tps_short")
     assert "decode.ms_long" not in out  # unchanged values are left out unless --all
     assert "-28.6 %" not in out and "-25.6 %" in out and "+5.6 %" in out
-    assert "2 values moved" in out
-    # claims: those that held before and fail now come first
-    rows = [
-        line
-        for line in out[out.index("Claims") :].splitlines()
-        if line.startswith("│ docs/part-1/tiny.md")
-    ]
-    assert len(rows) == 5, rows
-    assert ["FAILS" in row for row in rows] == [True, True, False, False, False]
+    assert (
+        "2 values moved beyond their spread, 0 within noise, 0 sizes or counts changed, 6 "
+        "unchanged (2 with no spread recorded, judged by a 5 % tolerance)" in out
+    )
+    # claims: those that held before and fail now come first, each with its page and line
+    rows = [line for line in out[out.index("Claims") :].splitlines() if line[2:7] in STATES]
+    assert [row[2:7] for row in rows] == ["FAILS", "FAILS", "holds", "holds", "holds"]
+    assert "│ FAILS       │ docs/part-1/tiny.md:26" in rows[0]
     assert "3 of 5 claims hold" in out
     assert "check docs/part-1/tiny.md#slower: revealed answer 1.55 × → 2.20 ×" in out
 
@@ -79,8 +81,11 @@ def test_diff_of_the_two_newest_good_runs(release: Path) -> None:
 def test_diff_json_and_markdown(release: Path) -> None:
     data = json.loads(course(release, "diff", LESSON, "--json").stdout)
     assert (data["old"], data["new"], data["all_claims_hold"]) == (OLD, NEW, False)
-    moved = [v["name"] for v in data["values"] if v["moved"]]
-    assert moved == ["decode.tps_long", "decode.tps_short"]
+    moved = [(v["name"], v["class"], v["no_spread"]) for v in data["values"] if v["differs"]]
+    assert moved == [("decode.tps_long", "moved", True), ("decode.tps_short", "moved", True)]
+    assert data["counts"] == {
+        "moved": 2, "noise": 0, "changed": 0, "added": 0, "removed": 0, "unchanged": 6
+    }  # fmt: skip
     assert data["values"][0]["relative"] == pytest.approx(150 / 201.7 - 1)
     broken = [c for c in data["claims"] if c["broken"]]
     assert {c["text"] for c in broken} == {
@@ -91,8 +96,13 @@ def test_diff_json_and_markdown(release: Path) -> None:
     assert data["engine"] == [{"package": "numpy", "old": "2.3.4", "new": "2.4.0"}]
     assert data["claims"][0]["broken"] and data["claims"][1]["broken"]
     md = course(release, "diff", LESSON, "--markdown").stdout
-    assert "| `decode.tps_long` | 201.7 tok/s | 150 tok/s | -25.6 % |" in md
-    assert "| docs/part-1/tiny.md | Short is 1.5 to 1.6 times as fast. | holds | **fails** |" in md
+    assert (
+        "| `decode.tps_long` | 201.7 tok/s | 150 tok/s | -25.6 % | no spread recorded (beyond "
+        "5 %) |" in md
+    )
+    assert (
+        "| docs/part-1/tiny.md:27 | Short is 1.5 to 1.6 times as fast. | holds | **fails** |" in md
+    )
 
 
 def test_diff_exits_zero_when_every_claim_holds(release: Path) -> None:

@@ -22,12 +22,16 @@ ALLOWED = {
     "scaffold": {"pages", "lab", "record"},
     "console": set(),  # the consoles and the error report every command shares
     "publish": {"site", "package", "pages", "lab", "record", "console"},
+    "runs": {"run", "pages", "lab", "record", "console"},
+    "refresh": {"console", "diff", "remote", "run", "pages", "lab", "record"},
     "cli": {
         "console",
         "site",
         "diff",
         "scaffold",
         "publish",
+        "runs",
+        "refresh",
         "remote",
         "run",
         "package",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import os
 from pathlib import Path
 
 IGNORED_PARTS = {"__pycache__", ".venv", "venv", ".git", ".ipynb_checkpoints", ".pytest_cache"}
@@ -38,3 +39,17 @@ def expand_inputs(
         found += [name for name in extra or [] if fnmatch.fnmatch(name, pattern)]
         result[pattern] = sorted(set(found))
     return result
+
+
+def link_loops(folder: Path) -> list[tuple[str, str]]:
+    """Links in a lab folder that lead back to a folder holding them (`ln -s . l1`), each as
+    (its path in the folder, what it points to): a glob over the folder would walk them
+    forever."""
+    loops = []
+    for current, dirs, _ in os.walk(folder, followlinks=False):
+        dirs[:] = [d for d in dirs if d not in IGNORED_PARTS]
+        for name in dirs:
+            link = Path(current) / name
+            if link.is_symlink() and link.parent.resolve().is_relative_to(link.resolve()):
+                loops.append((link.relative_to(folder).as_posix(), os.readlink(link)))
+    return sorted(loops)

@@ -6,6 +6,10 @@ Nothing here is a hand-kept list: a field added to `schema.py` is known to the e
 
     mapping_at(("steps", 0, "run", "ready"))  -> Mapping(Ready, "ready", ...)
     keys(Ready)                               -> ["url", "log"]
+    unknown_key(("steps", 0, "ready", "deadline"))  -> "unknown key 'deadline' (...); ready takes: ..."
+    line_of(yaml.compose(text), ("steps", 0, "ready"))  -> 11
+
+The same walk serves other YAML read into models (a page's front matter: `pages/lessons.py`).
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, Tag
 from pydantic.fields import FieldInfo
 
-from .schema import Lab
+from .schema import Lab, suggest
 
 Loc = Sequence[str | int]
 
@@ -139,3 +144,49 @@ def belongs(key: str, mapping: Mapping) -> str:
             if model is not parent.model and field_of(model, key) is not None:
                 return f"'{key}' is a key of a {tag} step"
     return ""
+
+
+def unknown_key(loc: Sequence[Any], root: type[BaseModel] = Lab) -> str:
+    """An unknown key at any depth: the close match, where it belongs, the keys allowed there."""
+    key = str(loc[-1])
+    mapping = mapping_at(loc[:-1], root)
+    if mapping is None:  # not reached by the schema's walk: say what pydantic knows
+        return f"unknown key '{key}'"
+    allowed = keys(mapping.model)
+    elsewhere = belongs(key, mapping)
+    hint = suggest(key, allowed) or (f" ({elsewhere})" if elsewhere else "")
+    return f"unknown key '{key}'{hint}; {mapping.label} takes: {', '.join(allowed)}"
+
+
+def line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int | None:
+    """The line (from 1) of the YAML node at a location, as far down as it exists; None without
+    a node."""
+    found = node
+    for part in loc:
+        nxt = None
+        if isinstance(found, yaml.MappingNode):
+            for k, v in found.value:
+                if k.value == str(part):
+                    nxt = k if part == loc[-1] and isinstance(v, yaml.ScalarNode) is False else v
+                    break
+        elif (
+            isinstance(found, yaml.SequenceNode)
+            and isinstance(part, int)
+            and part < len(found.value)
+        ):
+            nxt = found.value[part]
+        if nxt is None:
+            break
+        found = nxt
+    return None if found is None else int(found.start_mark.line) + 1
+
+
+def problem_text(error: Any) -> str:
+    """A pydantic error other than an unknown key, as a sentence: 'required but missing', or its
+    message with the value it got when that is a plain one."""
+    if error["type"] == "missing":
+        return "required but missing"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not isinstance(error["input"], (dict, list)):
+        message += f" (got {error['input']!r})"
+    return message

@@ -15,9 +15,9 @@ from pydantic import (
 )
 
 from ..errors import LabError
-from .files import expand_inputs, lab_files
-from .keys import belongs, keys, mapping_at
-from .schema import Lab, suggest
+from .files import expand_inputs, lab_files, link_loops
+from .keys import belongs, keys, line_of, mapping_at, unknown_key
+from .schema import NAME_LENGTH, Lab, suggest
 
 
 class LoadedLab(BaseModel):
@@ -36,8 +36,9 @@ class LoadedLab(BaseModel):
 
     @property
     def included(self) -> dict[str, Path]:
-        """The files `include:` names, by the name they take in the lab folder."""
-        return {Path(rel).name: (self.folder / rel).resolve() for rel in self.lab.include}
+        """The files `include:` names, by the name they take in the lab folder: a file by its
+        name, each file of a folder under the folder's name (`labkit/timing.py`)."""
+        return included_files(self.folder, self.lab.include)
 
     def sources(self) -> dict[str, Path]:
         """Every file a run starts from: the lab folder's own, then the included ones."""
@@ -56,6 +57,19 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+def included_files(folder: Path, include: list[str]) -> dict[str, Path]:
+    """What `include:` brings into a lab folder: name in the folder -> the file it copies."""
+    found: dict[str, Path] = {}
+    for rel in include:
+        target = (folder / rel).resolve()
+        if target.is_dir():
+            for name in lab_files(target):
+                found[f"{target.name}/{name}"] = target / name
+        else:
+            found[target.name] = target
+    return found
+
+
 def load_lab(path: Path) -> LoadedLab:
     """Read and validate a lab.yml; raise LabError listing every problem in it."""
     shown = _display(path)
@@ -71,6 +85,9 @@ def load_lab(path: Path) -> LoadedLab:
         raise LabError(shown, [f"{where}not valid YAML: {getattr(exc, 'problem', exc)}"]) from None
     if not isinstance(raw, dict):
         raise LabError(shown, ["expected a mapping with 'lesson', 'title', 'engine' and 'steps'"])
+    twice = _duplicate_keys(node)
+    if twice:  # YAML would keep the last one without a word
+        raise LabError(shown, twice)
     try:
         lab = Lab.model_validate(raw)
     except ValidationError as exc:
@@ -78,8 +95,21 @@ def load_lab(path: Path) -> LoadedLab:
     problems = []
     if lab.lesson != path.parent.name:
         problems.append(f"lesson: '{lab.lesson}' differs from its folder name '{path.parent.name}'")
-    problems += _check_includes(lab.include, path.parent, node)
-    extra = [Path(rel).name for rel in lab.include]
+    bad_includes = _check_includes(lab.include, path.parent, node)
+    problems += bad_includes
+    loops = [
+        f"{_display(path.parent / link)} is a link to '{to}', a folder that holds it: a loop, "
+        "which the inputs' globs would follow forever; remove it"
+        for link, to in link_loops(path.parent)
+    ]
+    if loops:  # before the globs below
+        raise LabError(shown, problems + loops)
+    # names the inputs may match: an include in error is matched by its name alone
+    extra = (
+        [Path(rel).name for rel in lab.include]
+        if bad_includes
+        else list(included_files(path.parent, lab.include))
+    )
     for index, step in enumerate(lab.steps):
         for pattern, matched in expand_inputs(path.parent, step.inputs or [], extra).items():
             if not matched:
@@ -93,23 +123,66 @@ def load_lab(path: Path) -> LoadedLab:
     return LoadedLab(lab=lab, path=path)
 
 
+COMMON = "common"
+"""`lab/common/`: the folders every lab may include (the lab kit)."""
+
+
 def _check_includes(include: list[str], folder: Path, node: yaml.Node | None) -> list[str]:
-    """Each included file must exist in another lab of the same `lab/` folder, and not shadow
-    one."""
+    """Each include names a file of another lab of the same `lab/` folder, or a folder of
+    `lab/common/`, and shadows nothing of the lab's own."""
     problems = []
     labs = folder.parent.resolve()
     own = set(lab_files(folder))
     for index, rel in enumerate(include):
         line = _line_of(node, ("include", index))
         target = (folder / rel).resolve()
+        name = target.name
         if not target.is_relative_to(labs) or target.is_relative_to(folder.resolve()):
-            problems.append(f"{line}include: '{rel}' must name a file of another lab under lab/")
+            problems.append(
+                f"{line}include: '{rel}' must name a file of another lab under lab/, or a folder"
+                " of lab/common/"
+            )
+        elif target.is_dir():
+            if target.parent != labs / COMMON:
+                problems.append(
+                    f"{line}include: '{rel}' is a folder: only a folder of lab/common/ may be"
+                    " included (a file of another lab may)"
+                )
+            elif not lab_files(target):
+                problems.append(f"{line}include: '{rel}' is an empty folder ({target})")
+            elif any(f == name or f.startswith(f"{name}/") for f in own):
+                problems.append(
+                    f"{line}include: '{rel}' would replace the lab's own {name}/; rename one"
+                )
         elif not target.is_file():
             problems.append(f"{line}include: '{rel}' is not a file ({target} does not exist)")
-        elif target.name in own:
-            problems.append(
-                f"{line}include: '{rel}' would replace the lab's own {target.name}; rename one"
-            )
+        elif name in own:
+            problems.append(f"{line}include: '{rel}' would replace the lab's own {name}; rename one")
+    return problems
+
+
+def _duplicate_keys(node: yaml.Node | None, where: str = "") -> list[str]:
+    """A sentence for every key written twice in one mapping: its line, its step, the first."""
+    problems = []
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            name = str(key.value)
+            line = key.start_mark.line + 1
+            if name in first:
+                problems.append(
+                    f"line {line}: {where}'{name}' appears twice (first on line {first[name]}); "
+                    "a key may appear once"
+                )
+            first.setdefault(name, line)
+            problems += _duplicate_keys(value, f"{where}{name}: ")
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            label = f"{where.removesuffix(': ')} #{index + 1}: "
+            if where == "steps: " and isinstance(item, yaml.MappingNode):
+                ids = [v.value for k, v in item.value if k.value == "id"]
+                label = f"step '{ids[0]}': " if ids else f"step #{index + 1}: "
+            problems += _duplicate_keys(item, label)
     return problems
 
 
@@ -125,6 +198,8 @@ def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
         index = loc[1]
         raw_step = raw.get("steps", [])[index] if isinstance(raw.get("steps"), list) else {}
         step_id = raw_step.get("id") if isinstance(raw_step, dict) else None
+        if isinstance(step_id, str) and len(step_id) > NAME_LENGTH:
+            step_id = step_id[:32] + "..."
         where = f"step '{step_id}': " if step_id else f"step #{index + 1}: "
         rest = loc[2:]
     field = ".".join(str(p) for p in rest)
@@ -140,22 +215,16 @@ def _describe(err: Any, raw: dict[str, Any], node: yaml.Node | None) -> str:
     elif err["type"] == "string_pattern_mismatch":
         allowed = "'_'" if rest and rest[0] == "capture" else "'-'"
         message = f"{err['input']!r} is not a valid name (lowercase letters, digits and {allowed})"
+    elif err["type"] == "string_too_long":
+        limit = err["ctx"]["max_length"]
+        message = (
+            f"'{err['input'][:32]}...' is {len(err['input'])} characters long; at most {limit} "
+            "(it names files of the record)"
+        )
     elif err["type"] == "literal_error":
         message = f"{err['input']!r} is not one of the accepted values: {err['ctx']['expected']}"
     label = f"{field}: " if field else ""
     return f"{line}{where}{label}{message}"
-
-
-def unknown_key(loc: list[Any]) -> str:
-    """An unknown key at any depth: the close match, where it belongs, the keys allowed there."""
-    key = str(loc[-1])
-    mapping = mapping_at(loc[:-1])
-    if mapping is None:  # not reached by the schema's walk: say what pydantic knows
-        return f"unknown key '{key}'"
-    allowed = keys(mapping.model)
-    elsewhere = belongs(key, mapping)
-    hint = suggest(key, allowed) or (f" ({elsewhere})" if elsewhere else "")
-    return f"unknown key '{key}'{hint}; {mapping.label} takes: {', '.join(allowed)}"
 
 
 def _kind_hint(raw: dict[str, Any], loc: list[Any]) -> str:
@@ -176,23 +245,5 @@ def _kind_hint(raw: dict[str, Any], loc: list[Any]) -> str:
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:
     """'line N: ' for the YAML node at a location, as far down as it exists."""
-    found = node
-    for part in loc:
-        nxt = None
-        if isinstance(found, yaml.MappingNode):
-            for k, v in found.value:
-                if k.value == str(part):
-                    nxt = k if part == loc[-1] and isinstance(v, yaml.ScalarNode) is False else v
-                    break
-        elif (
-            isinstance(found, yaml.SequenceNode)
-            and isinstance(part, int)
-            and part < len(found.value)
-        ):
-            nxt = found.value[part]
-        if nxt is None:
-            break
-        found = nxt
-    if found is None:
-        return ""
-    return f"line {found.start_mark.line + 1}: "
+    line = line_of(node, loc)
+    return "" if line is None else f"line {line}: "

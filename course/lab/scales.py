@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_v
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from ..record.units import SCALE
+
 ScaleKind = Literal["exact", "bandwidth", "compute", "memory", "free"]
-BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "GB")
+BYTE_UNITS = tuple(u for u, (dim, _) in SCALE.items() if dim == "bytes")
 
 
 class Scaling(BaseModel):
@@ -35,8 +37,8 @@ class Scaling(BaseModel):
     card's memory bandwidth (decode speeds); `compute`: to its bf16 FLOP/s (prefill);
     `memory`: to its memory (what a step that sizes itself to the card reserves); `free`:
     depends on more than the card's datasheet (timings of one-off work, Python overhead),
-    shown and not judged. A time (unit s or ms) moves the other way: half the bandwidth, twice
-    the seconds."""
+    shown and not judged. A time (unit ns, µs, ms, s, min or h) moves the other way: half the
+    bandwidth, twice the seconds."""
     share: float | None = Field(default=None, ge=0, examples=[0.9])
     """With `memory`: the bytes the value gains for each byte more of card memory (0.9 for a
     cache given 90 % of the card, 0 for a peak that does not depend on the card's size);

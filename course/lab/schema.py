@@ -17,10 +17,12 @@ from pydantic import (
     model_validator,
 )
 
-from ..record.units import Unit
+from ..record.units import ALIASES, Unit
 from .scales import Scaling, like_problems
 
 STEP_ID = r"^[a-z0-9][a-z0-9-]*$"
+NAME_LENGTH = 64
+"""The longest step id or lesson name: each names files and folders of the record."""
 VALUE_NAME = r"^[a-z_][a-z0-9_]*$"
 DEFAULT_TIMEOUT = 600.0
 # Files of a lab folder that are never inputs and never travel in a scratch copy.
@@ -45,17 +47,24 @@ class Capture(_Strict):
     key: str | None = Field(default=None, examples=["by_size.4096.p50_ms"])
     """With `json`: the dot-separated key path of the value; list indices and keys that are
     numbers are written as they are (`by_size.4096.p50_ms`, `runs.0.ms`). A key holding a '.'
-    cannot be reached: write the file without one (`qwen3-0_6b`)."""
+    cannot be reached: write the file without one (`qwen3-0_6b`). A key that lands on a timed
+    value (`{"median": .., "min": .., "q1": .., "q3": .., "max": .., "n": ..}`) records its
+    median and spread; one level further (`ttft.128.min`) records that number alone."""
     type: Literal["int", "float", "str"] = Field(default="float", examples=["int"])
     """How the value is read: `int`, `float` or `str` (numbers may carry thousands separators,
     as in `114,688`)."""
     unit: Unit = Field(default="none", examples=["ms"])
-    """The value's unit; pages convert it (B to MiB, ms to s) and format it. `none`: a plain
-    number."""
+    """The value's unit; pages convert it within its dimension (B to MiB, µs to ms, MB/s to
+    GB/s, req/s) and format it (`us` is read as µs). `none`: a plain number."""
     scales: Scaling | None = Field(default=None, examples=["bandwidth"])
     """How the value should move on another GPU than the recorded run's (the mapping below): `course
     compare` and the lesson zip's compare.py judge a run on another card by it. It changes
     nothing the step runs, so declaring it re-runs nothing."""
+
+    @field_validator("unit", mode="before")
+    @classmethod
+    def _alias(cls, value: Any) -> Any:
+        return ALIASES.get(value, value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_source(self) -> Capture:
@@ -109,8 +118,9 @@ class Ready(_Strict):
 
 
 class _StepBase(_Strict):
-    id: Annotated[str, Field(pattern=STEP_ID, examples=["decode-speed"])]
-    """The step's name: lowercase letters, digits and '-'; pages name values as `<id>.<value>`."""
+    id: Annotated[str, Field(pattern=STEP_ID, max_length=NAME_LENGTH, examples=["decode-speed"])]
+    """The step's name: lowercase letters, digits and '-', at most 64 of them; pages name values
+    as `<id>.<value>`."""
     title: str | None = Field(default=None, examples=["Decode speed against context length"])
     """One line saying what the step does (START-HERE.md, the page's terminal and the run's
     progress show it)."""
@@ -276,17 +286,22 @@ class Build(_Strict):
 class Lab(_Strict):
     """A lesson's lab: its engine packages and its steps, in order."""
 
-    lesson: Annotated[str, Field(pattern=STEP_ID, examples=["kv-cache"])]
-    """The lesson's name, the same as its folder under `lab/`."""
+    lesson: Annotated[str, Field(pattern=STEP_ID, max_length=NAME_LENGTH, examples=["kv-cache"])]
+    """The lesson's name, the same as its folder under `lab/` (at most 64 characters)."""
     title: str = Field(examples=["The KV cache"])
     """The lesson's title."""
     engine: list[str] = Field(default=[], examples=[["torch", "transformers"]])
     """Packages whose versions decide the lab's numbers: their installed versions are recorded
     with every run, a change of version makes the steps run again, and `course run --engine`
-    swaps them."""
+    swaps them. A run is refused before its first step when a step about to run needs one that
+    `python` lacks (a step needs those in its pyproject.toml extra and in `dependencies`; all of
+    them, when the extras are not named after the steps)."""
     python: str = Field(default="python3", examples=[".venv/bin/python"])
-    """The interpreter whose packages a run records (the engine versions) and `course run
-    --setup` installs into; write the steps' commands with the same one."""
+    """The Python that runs the steps: by default the first `python3` on the PATH `course run`
+    starts with (an active virtual environment's); another one named here (a path from the lab
+    folder, or a name on the PATH) becomes the steps' `python3` and `python` on this machine.
+    Every `engine` package must be installed in it before a step runs; `course run --setup`
+    installs into it."""
     setup: Setup = Field(default=Setup(), examples=[{"install_seconds": 180}])
     """Time a learner spends before the first step (below)."""
     resources: Resources | None = Field(default=None, examples=[{"gpu": "H100", "disk_gb": 100}])
@@ -309,10 +324,13 @@ class Lab(_Strict):
     cpu_args: str | None = Field(default=None, examples=["--device cpu --tiny"])
     """Arguments that let a GPU step's Python script run on a CPU in seconds with shrunk models
     (e.g. `--device cpu --tiny`); START-HERE.md shows each GPU step with them, to try it first."""
-    include: list[str] = Field(default=[], examples=[["../kv-cache/decoder.py"]])
-    """Files of another lesson's lab that this lab uses, as paths from this lab's folder (e.g.
-    `../kv-cache/decoder.py`): each run copies them into the scratch folder by file name, step
-    hashes count them, and the lesson zip carries them. Shared code lives once in the repository."""
+    include: list[str] = Field(default=[], examples=[["../common/labkit", "../kv-cache/story.py"]])
+    """What this lab uses from outside its folder, as paths from it: a folder of `lab/common/`
+    (`../common/labkit`, the lab kit), which keeps its name (`labkit/`), or a file of another
+    lesson's lab (`../kv-cache/story.py`), which keeps its file name. Each run copies them into
+    the scratch folder, a step's `inputs` match their files by those names (`labkit/*.py`), step
+    hashes count them, and the lesson zip carries them, so a learner's copy runs on its own.
+    Shared code lives once in the repository."""
     steps: list[Step] = Field(min_length=1, examples=[[{"id": "size", "run": "python3 size.py"}]])
     """The steps, run in order: each has exactly one of `run`, `start` or `stop` (below)."""
 

@@ -23,13 +23,14 @@ import os
 import stat
 import subprocess
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from ..errors import PageError
 from ..lab.files import IGNORED_PARTS, IGNORED_SUFFIXES
 from ..lab.load import LoadedLab
+from ..record.masking import MaskError, Redactor
 from ..record.models import Run
 from .expected import EXPECTED, compare_files, expected_for, expected_json
 from .start_here import START_HERE, start_here
@@ -66,17 +67,31 @@ def safe_name(name: str) -> str:
     return name
 
 
-def lab_listing(folder: Path, outputs: set[str] | None = None) -> list[str]:
+def lab_listing(
+    folder: Path, outputs: set[str] | None = None, left_out: list[str] | None = None
+) -> list[str]:
     """The lab's files as the repository holds them, relative and sorted.
 
-    Asks git which files are tracked or new but not ignored; without git, reads the lab's own
-    `.gitignore`. Caches, virtual environments, symbolic links and the files the steps produce
-    (`files:` in lab.yml, kept in the record instead) are left out either way.
+    In a git checkout, the files git tracks there (`git add` puts a new file in); without git, the
+    files on disk that the lab's own `.gitignore` does not ignore. Caches, virtual environments,
+    symbolic links, the files the steps produce (`files:` in lab.yml, kept in the record instead)
+    and dotfiles (`.env` and the like hold secrets; only DOTFILES get in) are left out either
+    way. Each file left out for being untracked or a dotfile is named in `left_out`.
     """
     names = _git_listing(folder)
     if names is None:
         patterns = _ignore_patterns(folder / ".gitignore")
         names = [n for n in _walk(folder) if not _ignored(n, patterns)]
+    else:
+        tracked = set(names)
+        for name in _git_listing(folder, untracked=True) or []:
+            if name not in tracked and left_out is not None:
+                why = (
+                    DOTFILE
+                    if _dotfile(name)
+                    else "not tracked by git, so not in the zip (git add it)"
+                )
+                left_out.append(f"{name}: {why}")
     root = folder.resolve()
     kept = []
     for name in names:
@@ -90,24 +105,33 @@ def lab_listing(folder: Path, outputs: set[str] | None = None) -> list[str]:
             continue
         if not path.resolve().is_relative_to(root):
             continue
+        if _dotfile(name):
+            if left_out is not None:
+                left_out.append(f"{name}: {DOTFILE}")
+            continue
         kept.append(safe_name(name))
     return sorted(set(kept))
 
 
-def _git_listing(folder: Path) -> list[str] | None:
-    """Tracked and untracked-but-not-ignored files under a folder; None outside a git checkout."""
+DOTFILE = "a dotfile (it may hold secrets), so not in the zip"
+DOTFILES = frozenset({".gitignore", ".gitattributes", ".python-version"})
+"""The only dotfiles a lesson zip takes."""
+
+
+def _dotfile(name: str) -> bool:
+    parts = PurePosixPath(name).parts
+    return any(p.startswith(".") for p in parts[:-1]) or (
+        parts[-1].startswith(".") and parts[-1] not in DOTFILES
+    )
+
+
+def _git_listing(folder: Path, untracked: bool = False) -> list[str] | None:
+    """The files git tracks under a folder (or, `untracked`, those it neither tracks nor
+    ignores); None outside a git checkout."""
+    which = ["--others", "--exclude-standard"] if untracked else ["--cached"]
     try:
         done = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(folder),
-                "ls-files",
-                "-z",
-                "--cached",
-                "--others",
-                "--exclude-standard",
-            ],
+            ["git", "-C", str(folder), "ls-files", "-z", *which],
             capture_output=True,
             timeout=30,
             check=False,
@@ -161,10 +185,12 @@ def step_outputs(lab: LoadedLab) -> set[str]:
     return {path for step in lab.lab.steps for path in step.files}
 
 
-def lab_entries(lab: LoadedLab) -> list[Entry]:
-    """The lab folder's files and the files it includes from other labs, under `lab/`."""
+def lab_entries(lab: LoadedLab, left_out: list[str] | None = None) -> list[Entry]:
+    """The lab folder's files and the files it includes from other labs, under `lab/` (the files
+    left out, named in `left_out`)."""
     entries = []
-    files = {name: lab.folder / name for name in lab_listing(lab.folder, step_outputs(lab))}
+    listed = lab_listing(lab.folder, step_outputs(lab), left_out)
+    files = {name: lab.folder / name for name in listed}
     for name, path in sorted({**files, **lab.included}.items()):
         executable = path.stat().st_mode & stat.S_IXUSR
         entries.append(
@@ -193,20 +219,27 @@ def bundle_entries(
     pdf: Path,
     figures: list[Path],
     stem: str | None = None,
+    notes: list[str] | None = None,
     page: str | None = None,
     guide: str | None = None,
 ) -> list[Entry]:
-    """Every entry of a lesson's zip, sorted by name; the PDF is `<stem>.pdf` (default: the
-    lesson id). `page` is the page's Markdown (START-HERE.md numbers the steps as it does),
-    `guide` the address of the course's "Before you start" page."""
+    """Every entry of a lesson's zip, sorted by name, secrets masked; the PDF is `<stem>.pdf`
+    (default: the lesson id). What was left out or masked is said in `notes`. `page` is the
+    page's Markdown (START-HERE.md numbers the steps as it does), `guide` the address of the
+    course's "Before you start" page."""
     lesson = lab.lab.lesson
     name = f"{stem or lesson}.pdf"
+    left_out: list[str] = []
     entries = [
         Entry(START_HERE, start_here(lab, run, name, page, guide).encode("utf-8")),
         Entry(name, pdf.read_bytes()),
         *figure_entries(figures),
-        *lab_entries(lab),
+        *lab_entries(lab, left_out),
     ]
+    said = [f"lab/{lesson}/{x}" for x in left_out]
+    entries = masked(entries, lesson, said)
+    if notes is not None:
+        notes += said
     # the learner's check of their own run: python3 compare.py
     entries.append(Entry(EXPECTED, expected_json(expected_for(lab, run))))
     entries += [Entry(name, data) for name, data in compare_files().items()]
@@ -214,6 +247,26 @@ def bundle_entries(
     if len(set(names)) != len(names):
         raise PageError(f"lesson '{lesson}': two files would share one name in its zip")
     return sorted(entries, key=lambda e: e.name)
+
+
+def masked(entries: list[Entry], lesson: str, notes: list[str]) -> list[Entry]:
+    """The entries with every secret masked as in a record (the builder's secret variables and
+    token shapes); each file masked is named in `notes`. PageError naming the file when a secret
+    sits where masking would break it."""
+    redact = Redactor.from_environment()
+    out = []
+    for entry in entries:
+        if PurePosixPath(entry.name).suffix.lower() in STORED_SUFFIXES:
+            out.append(entry)  # made here from masked records; compressed, nothing to scan
+            continue
+        try:
+            data = redact.kept_file(entry.data, entry.name)
+        except MaskError as exc:
+            raise PageError(f"lesson '{lesson}': the zip would hold a secret: {exc}") from None
+        if data != entry.data:
+            notes.append(f"lesson '{lesson}': {entry.name}: a secret, masked in the zip's copy")
+        out.append(replace(entry, data=data))
+    return out
 
 
 def zip_date(run: Run | None) -> tuple[int, int, int, int, int, int]:

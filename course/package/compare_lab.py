@@ -30,8 +30,10 @@ FORMAT = 1
 # How far a scaled value may stray from its expectation and still agree: datasheet ratios
 # predict speeds only roughly (clocks, kernels and launch overhead differ between cards).
 TOLERANCE = {"bandwidth": 0.25, "compute": 0.25, "memory": 0.10}
-TIME_UNITS = ("s", "ms")  # a time moves against its resource: half the bandwidth, twice the time
-BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "GB": 10**9}
+# a time moves against its resource: half the bandwidth, twice the time
+TIME_UNITS = ("ns", "µs", "ms", "s", "min", "h")
+BYTES = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+BYTES |= {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
 def find_card(name: str, cards: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from ..pages.choose import lesson_page_runs, page_run
 from ..record.models import Run
 from ..record.store import Store
 from . import compare_lab, compare_report
-from .cards import CARDS
+from .cards import rental_cards
 
 EXPECTED = "expected.json"
 """The expectation's file name, at the zip's top beside START-HERE.md."""
@@ -80,7 +80,7 @@ def expected_for(lab: LoadedLab, run: Run) -> dict[str, Any]:
         "gpu": {"name": gpu.name, "memory_mib": gpu.memory_mib} if gpu else None,
         "engine": run.record.engine,
         "cpu_args": lab.lab.cpu_args,
-        "cards": CARDS,
+        "cards": rental_cards(lab.folder.parent.parent),
         "steps": steps,
         "values": values,
     }
@@ -131,7 +131,9 @@ def observed(run: Run, expected: dict[str, Any]) -> compare_lab.Theirs:
             value.value if value else None, "" if value else why, "cuda" if gpu else "cpu"
         )
     theirs_gpu = (
-        compare_lab.Gpu(gpu.name, gpu.memory_mib, compare_lab.find_card(gpu.name, CARDS))
+        compare_lab.Gpu(
+            gpu.name, gpu.memory_mib, compare_lab.find_card(gpu.name, expected["cards"])
+        )
         if gpu
         else None
     )

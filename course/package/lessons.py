@@ -13,22 +13,25 @@ per core (WeasyPrint holds the GIL; a course of 50 lessons is printed in a fract
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import html
 import multiprocessing
 import os
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import yaml
 
-from ..errors import PageError
+from ..errors import PageError, os_message
 from ..lab.load import LoadedLab, load_lab
 from ..pages.choose import lesson_page_runs
 from ..pages.facts import (
@@ -49,6 +52,8 @@ from .document import Cover, Page, PrintDocument, PrintMeta
 
 DOWNLOADS = "downloads"
 CACHE = Path(".cache") / "package"
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a process gets when its parent dies."""
 GUIDE_PAGE = "before-you-start.md"
 """The learners' page on renting a GPU and getting a lab onto it, under docs/."""
 
@@ -77,6 +82,8 @@ class Packaged:
     """Seconds spent printing the PDF (0 when it was reused)."""
     pdf_pages: int | None
     """The PDF's page count when it was printed now."""
+    notes: list[str] = field(default_factory=list)
+    """What the zip left out or masked (untracked files, dotfiles, secrets)."""
 
 
 class LessonRef(Protocol):
@@ -145,9 +152,23 @@ def package_lessons(
         listed = next((x for x in outline.lessons if x.src == page.src), None)
         if listed is None or any(job.page.lesson == page.lesson for job in todo):
             continue  # another page of a lesson links to the lesson's own downloads
-        todo.append(_plan(root, site_dir, page, listed.download_stem, site, store, cache))
+        try:
+            todo.append(_plan(root, site_dir, page, listed.download_stem, site, store, cache))
+        except OSError as exc:
+            raise _os_error(page, "reading its page and lab", exc) from None
     _print_all([job for job in todo if job.document is not None], site_dir, jobs)
-    return [_finish(job) for job in todo]
+    finished = []
+    for job in todo:
+        try:
+            finished.append(_finish(job))
+        except OSError as exc:
+            raise _os_error(job.page, "writing its zip", exc) from None
+    return finished
+
+
+def _os_error(page: LessonRef, doing: str, exc: OSError) -> PageError:
+    """An operating system's error while packaging a lesson, naming the lesson, page and path."""
+    return PageError(f"lesson '{page.lesson}' (docs/{page.src}): {doing}: {os_message(exc)}")
 
 
 def _plan(
@@ -201,6 +222,25 @@ def _print_one(
     return pages, time.perf_counter() - started
 
 
+def _end_with(parent: int) -> None:
+    """In a worker: die with the build, however it ends (SIGKILL included). Linux's parent-death
+    signal where there is one, else a thread that watches for the parent to go."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+            raise OSError(ctypes.get_errno(), "prctl")
+    except (OSError, AttributeError):
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(1)
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
 def _print_all(jobs: list[_Job], site_dir: Path, workers: int | None) -> None:
     """Print the PDFs that could not be reused, in parallel when there are several and cores."""
     count = min(len(jobs), workers or os.cpu_count() or 1)
@@ -213,7 +253,10 @@ def _print_all(jobs: list[_Job], site_dir: Path, workers: int | None) -> None:
         for job, (document, target, folder, epoch) in zip(jobs, args, strict=True):
             started = time.perf_counter()
             assert document is not None
-            job.pdf_pages = pdf.render(document, target, folder, epoch, images)
+            try:
+                job.pdf_pages = pdf.render(document, target, folder, epoch, images)
+            except OSError as exc:
+                raise _os_error(job.page, "printing its PDF", exc) from None
             job.pdf_seconds = time.perf_counter() - started
     else:
         # fork: the workers start with everything imported, at no cost; the objects alive now are
@@ -221,12 +264,22 @@ def _print_all(jobs: list[_Job], site_dir: Path, workers: int | None) -> None:
         # copy) every page of memory they share with this process
         context = multiprocessing.get_context("fork")
         gc.freeze()
+        pool = ProcessPoolExecutor(
+            max_workers=count, mp_context=context, initializer=_end_with, initargs=(os.getpid(),)
+        )
         try:
-            with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-                futures = [pool.submit(_print_one, *a) for a in args]  # type: ignore[arg-type]
-                for job, future in zip(jobs, futures, strict=True):
+            futures = [pool.submit(_print_one, *a) for a in args]  # type: ignore[arg-type]
+            for job, future in zip(jobs, futures, strict=True):
+                try:
                     job.pdf_pages, job.pdf_seconds = future.result()
+                except OSError as exc:
+                    raise _os_error(job.page, "printing its PDF", exc) from None
+        except BaseException:  # Ctrl-C, or a page that failed: the other prints are not awaited
+            for worker in list(getattr(pool, "_processes", {}).values()):
+                worker.kill()
+            raise
         finally:
+            pool.shutdown(wait=True, cancel_futures=True)
             gc.unfreeze()
     for job in jobs:
         _remember(job.keep / "page.pdf", job.key, job.pdf_target)
@@ -234,8 +287,16 @@ def _print_all(jobs: list[_Job], site_dir: Path, workers: int | None) -> None:
 
 def _finish(job: _Job) -> Packaged:
     """The zip of one lesson, reused or made, once its PDF is in place."""
+    notes: list[str] = []
     entries = bundle.bundle_entries(
-        job.lab, job.run, job.pdf_target, job.page_html.figures, job.stem, job.markdown, job.guide
+        job.lab,
+        job.run,
+        job.pdf_target,
+        job.page_html.figures,
+        job.stem,
+        notes,
+        job.markdown,
+        job.guide,
     )
     date = bundle.zip_date(job.run)
     zip_key = bundle.entries_key(job.stem, entries, date)
@@ -247,7 +308,7 @@ def _finish(job: _Job) -> Packaged:
         _remember(job.keep / "lesson.zip", zip_key, zip_target)
     return Packaged(
         job.page.lesson, job.page.src, job.pdf_target, zip_target, job.pdf_reused,
-        zip_reused, job.pdf_seconds, job.pdf_pages,
+        zip_reused, job.pdf_seconds, job.pdf_pages, notes,
     )  # fmt: skip
 
 

@@ -20,6 +20,8 @@ TAIL_LINES = 20
 LONG_LINE = 200
 GIB = 2**30
 
+_VERSION = re.compile(r"[^0-9A-Za-z.+!_-]")
+
 
 def sdist_name(package: str, version: str) -> str:
     """The file `pip download --no-binary :all:` saves: 'llama_cpp_python-0.3.36.tar.gz'."""
@@ -53,10 +55,11 @@ def build_section(
     build = lab.lab.builds[name]
     users = [s.id for s in lab.lab.steps if name in s.uses]
     numbers = list(dict.fromkeys(re.sub(r"[a-z]+$", "", labels[s]) for s in users))
-    version = run.record.engine.get(name) or build.version
+    # recorded strings go into Markdown and a shell command: only a version's characters
+    version = _VERSION.sub("", run.record.engine.get(name) or build.version)
     recorded = next((r for r in run.record.steps if r.id == build_step_id(name)), None)
     commit = recorded.values.get("commit") if recorded else None
-    made = f" (source commit {str(commit.value)[:9]})" if commit else ""
+    made = f" (source commit {_VERSION.sub('', str(commit.value))[:9]})" if commit else ""
     env = name.replace(".", "_").replace("-", "_").upper() + "_DIR"
     lines = [
         f"## Before step {', '.join(numbers)}: get {name}",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 # Bump when the drawing changes, so kept cards are not reused.
-FORMAT = "card-1"
+FORMAT = "card-2"
 WIDTH, HEIGHT = 1200, 630
 BACKGROUND = "#283593"  # Material's indigo 800: white text on it is 10:1
 ACCENT = "#c5cae9"
@@ -85,7 +85,8 @@ def draw_card(card: Card, target: Path) -> None:
         matplotlib.rcdefaults()
         matplotlib.rcParams.update({"font.family": "DejaVu Sans"})
         fig = Figure(figsize=(WIDTH / 100, HEIGHT / 100), dpi=100, facecolor=BACKGROUND)
-        text: dict[str, Any] = {"color": "white", "ha": "left", "va": "top"}
+        # parse_math off: a '$' in a title or a recorded value is a dollar, never mathtext
+        text: dict[str, Any] = {"color": "white", "ha": "left", "va": "top", "parse_math": False}
         fig.text(0.06, 0.9, card.kicker, fontsize=22, **{**text, "color": ACCENT})
         title = "\n".join(textwrap.wrap(card.title, 30)[:3])
         fig.text(0.06, 0.78, title, fontsize=48, fontweight="bold", linespacing=1.15, **text)

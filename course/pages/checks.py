@@ -14,16 +14,19 @@ in its front matter, and places each with `{{ check("id") }}`:
           - {text: "About the same", when: "decode.tps_short / decode.tps_long < 1.1", why: "..."}
           - {text: "Clearly slower", when: "decode.tps_short / decode.tps_long >= 1.1", why: "..."}
 
-Exactly one option is right: marked `right: true`, or, in a predict check, the one whose `when`
-condition holds for the recorded run. The HTML works without JavaScript (the answer sits in a
-collapsed <details>, which a PDF prints open); `docs/assets/course.js` turns it into a widget.
+A check is one question: its options (2 to 10, lettered A to J) and exactly one right option,
+marked `right: true`, or, in a predict check, the one whose `when` condition holds for the
+recorded run. Several questions are several checks, each placed with its own `check("id")`; a
+check given `questions:` is refused with that advice. The HTML works without JavaScript (the
+answer sits in a collapsed <details>, which a PDF prints open); `docs/assets/course.js` turns it
+into a widget.
 """
 
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -45,15 +48,18 @@ class Option(_Strict):
     """Why it is right, why it is tempting, or why it is wrong (shown after answering)."""
 
 
+LETTERS = "ABCDEFGHIJ"
+
+
 class Check(_Strict):
-    """A multiple-choice check."""
+    """A multiple-choice check: one question, its options, one right answer."""
 
     kind: Literal["knowledge", "predict"] = "knowledge"
     """`knowledge`: a question on the page's ideas; `predict`: guess before seeing a measurement."""
     question: str
     """The question (Markdown; macros allowed)."""
-    options: list[Option] = Field(min_length=2)
-    """The answers to pick from, in the order shown."""
+    options: list[Option] = Field(min_length=2, max_length=len(LETTERS))
+    """The answers to pick from, in the order shown (2 to 10)."""
     measured: str | None = None
     """Predict checks: the value (an expression over `step.name`) revealed after answering."""
     unit: str | None = None
@@ -66,6 +72,18 @@ class Check(_Strict):
     """Text after `measured`, such as ' ×'."""
     note: str = ""
     """A closing remark shown with the answer."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_question(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (
+            "questions" in data or isinstance(data.get("question"), list)
+        ):
+            raise ValueError(
+                "a check holds one question: make each question a check of its own, under its "
+                "own id in checks:, and place each with check('id') (several in a row make a quiz)"
+            )
+        return data
 
     @model_validator(mode="after")
     def _shape(self) -> Check:
@@ -112,7 +130,6 @@ class ShownCheck:
     note: str = ""
 
 
-LETTERS = "ABCDEFGHIJ"
 LABEL = {"knowledge": "Check your understanding", "predict": "Predict, then measure"}
 BUTTON = {"knowledge": "Check my answer", "predict": "Lock in my prediction"}
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from ..errors import CourseError, PageError
 from ..lab.load import LoadedLab, load_lab
+from ..record.expression import Expression
 from ..record.models import Run
-from ..record.quantity import ExprError, Expression, Quantity
+from ..record.quantity import ExprError, Quantity
 from ..record.store import Store
 from .choose import missing_run_message, page_run
 from .claims import ClaimResult
@@ -144,7 +145,7 @@ class PageContext:
             self.within.pop()
 
     def lookup(self, reference: str) -> Quantity:
-        """`step.name` of the page's run as a Quantity."""
+        """`step.name` of the page's run as a Quantity (a timed value with its spread)."""
         step, dot, name = reference.partition(".")
         if not dot:
             raise ExprError(f"{reference!r} is not a recorded value (expected step.name)")
@@ -154,7 +155,10 @@ class PageContext:
             raise ExprError(f"{exc}{self._minus_hint(step, name)}") from None
         if recorded.type == "str" or isinstance(recorded.value, str):
             return Quantity(float("nan"), "none", (reference,), False, str(recorded.value))
-        return Quantity(float(recorded.value), recorded.unit, (reference,), recorded.type == "int")
+        integral = recorded.type == "int"
+        return Quantity(
+            float(recorded.value), recorded.unit, (reference,), integral, spread=recorded.spread
+        )
 
     def _minus_hint(self, step: str, name: str) -> str:
         """For `4096-size.layers`, read as step '4096-size': the subtraction it probably is."""

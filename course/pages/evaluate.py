@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import CourseError
+from ..lab.load import load_lab
 from ..record.models import Run
-from .claims import plain_text
+from .claims import claim_line, plain_text
 from .context import FigureData, PageContext
 from .lessons import scan
 from .render import render_page
@@ -30,8 +32,10 @@ class PageSide:
     inputs.
     """
 
-    claims: list[tuple[str, str, str, bool, dict[str, str]]] = field(default_factory=list)
-    """(page, text, condition, holds, values read)"""
+    claims: list[tuple[str, str, str, bool, dict[str, str], int | None]] = field(
+        default_factory=list
+    )
+    """(page, text, condition, holds, values read, the line it is written on)"""
     reveals: dict[str, str] = field(default_factory=dict)
     """'page#check' -> the revealed measured answer as shown"""
     figures: dict[str, list[str]] = field(default_factory=dict)
@@ -77,9 +81,11 @@ def evaluate_pages(root: Path, lesson: str, run: Run) -> PageSide:
         if rendered.markdown is None:
             why = "; ".join(p.message for p in ctx.problems)
             side.unread.append(f"{page}: not rendered on {run.run_id}: {why}")
+        source = (root / page).read_text(encoding="utf-8")
         for result in ctx.claim_results:
+            line = claim_line(source, result.condition)
             side.claims.append(
-                (page, result.text, result.condition, result.holds, dict(result.values))
+                (page, result.text, result.condition, result.holds, dict(result.values), line)
             )
         for check_id, shown in ctx.reveals.items():
             side.reveals[f"{page}#{check_id}"] = plain_text(shown)
@@ -89,3 +95,18 @@ def evaluate_pages(root: Path, lesson: str, run: Run) -> PageSide:
             if error:
                 side.unread.append(f"{page}: figure {name} failed on {run.run_id}: {error}")
     return side
+
+
+def exact_values(root: Path, lesson: str) -> frozenset[str]:
+    """The values (`step.name`) the lesson's lab.yml declares `scales: exact`: a change of them
+    is a change, never noise (none when the lab cannot be read)."""
+    try:
+        lab = load_lab(root / "lab" / lesson / "lab.yml").lab
+    except (CourseError, OSError):
+        return frozenset()
+    return frozenset(
+        f"{step.id}.{name}"
+        for step in lab.steps
+        for name, capture in getattr(step, "capture", {}).items()
+        if capture.scales is not None and capture.scales.kind == "exact"
+    )

@@ -5,7 +5,8 @@ hands-on time  the record's step seconds + its builds' (llama.cpp) + lab.yml's
                setup.install_seconds + download_seconds + a minute a step to read and type
 GPU memory     the largest recorded peak of a GPU step that does not size itself to the card
 cost           hands-on hours × each price per hour of the card a learner rents for the lab (an
-               RTX 4090 where the lab fits it, else the recorded GPU), from `card_prices`
+               RTX 4090 where the lab fits it, else the recorded GPU), from `card_prices`: the
+               course's facts (lab/common/labkit/facts.toml: cards.<card>.prices)
 """
 
 from __future__ import annotations
@@ -14,19 +15,16 @@ import html
 import math
 import re
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from ..errors import PageError
+from ..lab.facts import FACTS_FILE, Price, load_facts
 from ..lab.load import LoadedLab
 from ..record.models import Run, Value
 from .format import day, duration, minutes_text, money
 
 WORDS_PER_MINUTE = 200
-PRICES_FILE = Path("docs/data/prices.yml")
 # fences may be indented (a listing inside an admonition)
 _CODE = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?^[ \t]*\1\s*$", re.MULTILINE | re.DOTALL)
 _PRE = re.compile(r"<pre\b.*?</pre>", re.DOTALL | re.IGNORECASE)
@@ -35,27 +33,8 @@ _TAG = re.compile(r"<[^>]+>")
 _WORD = re.compile(r"[A-Za-z0-9][\w'’.,-]*")
 
 
-class Price(BaseModel):
-    """One public price per GPU-hour, with where and when it was read."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    provider: str
-    """Who rents the GPU at this price."""
-    offer: str = ""
-    """The offer's name, such as an instance type."""
-    per_hour: float = Field(gt=0)
-    """Price of one GPU for one hour."""
-    currency: str = "USD"
-    """ISO currency code."""
-    date: date
-    """When the price was read."""
-    source: str
-    """Where the price was read (a URL)."""
-
-
 class Prices(BaseModel):
-    """docs/data/prices.yml: prices per GPU name, as the record's host.gpu.name spells it."""
+    """Prices per GPU name, as the record's host.gpu.name spells it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -63,16 +42,12 @@ class Prices(BaseModel):
 
 
 def load_prices(root: Path) -> Prices:
-    """Read the price file; PageError naming the file and every problem in it."""
-    path = root / PRICES_FILE
-    if not path.is_file():
+    """The prices of every card in the course's facts, by the name nvidia-smi gives the card
+    (none when the project has no facts file); FactsError naming the key of a wrong one."""
+    if not (root / FACTS_FILE).is_file():
         return Prices(gpus={})
-    try:
-        return Prices.model_validate(
-            yaml.safe_load(path.read_text(encoding="utf-8")) or {"gpus": {}}
-        )
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise PageError(f"{PRICES_FILE}: not a price file: {exc}") from None
+    cards = load_facts(root).cards.values()
+    return Prices(gpus={c.name: list(c.prices.values()) for c in cards if c.prices})
 
 
 def prose_words(markdown: str) -> int:
@@ -273,7 +248,8 @@ def cost_text(prices: list[Price], gpu: str | None, seconds: float) -> str:
         return "no GPU to rent"
     count = int(gpu.split(" × ")[0]) if " × " in gpu else 1
     if not prices:
-        return f"no price on file for {gpu.split(' × ')[-1]} (add one to {PRICES_FILE})"
+        base = gpu.split(" × ")[-1]
+        return f"no price on file for {base} (add one to {FACTS_FILE}, cards.<card>.prices)"
     currency = prices[0].currency
     rates = sorted(p.per_hour * count for p in prices if p.currency == currency)
     hours = seconds / 3600

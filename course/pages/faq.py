@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import PageError
-from ..lab.keys import keys, mapping_at
+from ..lab.keys import keys, mapping_at, problem_text
 from ..lab.schema import suggest
 from .checks import Check
 
@@ -105,12 +105,8 @@ def data_problem(error: Any) -> str:
         key = keys_path.pop()
         allowed = known_keys(loc[:-1])
         message = f"unknown key '{key}'{suggest(key, allowed)}; allowed here: {', '.join(allowed)}"
-    elif error["type"] == "missing":
-        message = "required but missing"
     else:
-        message = error["msg"].removeprefix("Value error, ")
-        if not isinstance(error["input"], (dict, list)):
-            message += f" (got {error['input']!r})"
+        message = problem_text(error)
     return ": ".join(x for x in (", ".join(where), ".".join(keys_path), message) if x)
 
 
@@ -165,4 +161,5 @@ def jsonld(
     text = json.dumps(
         {"@context": "https://schema.org", "@graph": graph}, ensure_ascii=False, sort_keys=True
     )
-    return text.replace("</", "<\\/")
+    # inside <script>: no tag, comment or entity can start in it
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

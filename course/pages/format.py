@@ -9,12 +9,18 @@ notation. A change
 between two runs is a signed percentage with one decimal (+12.5 %). Durations read like a clock a
 person uses (0.84 s, 12.3 s, 2 min 05 s); times a reader plans with are rounded to the minute
 ("under a minute", "about 14 min").
+
+A recorded string (a captured text value, a GPU's name) is data, never markup: `recorded_text`
+makes it inert in HTML and in the Markdown it passes through.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import datetime
+
+from ..record.models import Spread
+from ..record.units import convert
 
 SIGNIFICANT = 4
 
@@ -51,6 +57,13 @@ def recorded(value: float | str, unit: str = "none") -> str:
     """A recorded value with its unit, by the rule above: '1,234 tok/s', '0.3459 ms', '44 ms'."""
     text = value if isinstance(value, str) else significant(value)
     return text if unit == "none" else f"{text} {unit}"
+
+
+def spread_note(spread: Spread, unit: str, shown_unit: str) -> str:
+    """A timed value's spread for its tooltip, in the unit it is shown in: 'median of 20,
+    23.1–25.9 ms' (the range of the repeats)."""
+    low, high = (convert(x, unit, shown_unit) for x in (spread.min, spread.max))
+    return f"median of {spread.n}, {significant(low)}–{recorded(high, shown_unit)}"
 
 
 def change(relative: float | None) -> str:
@@ -101,3 +114,26 @@ def day(iso: str) -> str:
     """'29 November 2026' from an ISO 8601 time."""
     moment = datetime.fromisoformat(iso)
     return f"{moment.day} {moment:%B %Y}"
+
+
+_MARKUP = frozenset("\\`*_{}[]<>&\"'|~\n\r")
+"""What starts markup inside a line: tags, entities, emphasis, code, links (`[`), attributes
+(`{`), table cells; a line break (a new paragraph, a block)."""
+_NAMED = {"<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;"}
+
+
+def recorded_text(text: str) -> str:
+    """A recorded string as inert HTML that Markdown leaves alone: the characters that start
+    markup as character references, and the first one too when it is not a letter (a list, a
+    heading, a quote or a definition starts a line); control characters as U+FFFD."""
+    out = []
+    for index, char in enumerate(text):
+        if char in _NAMED:
+            out.append(_NAMED[char])
+        elif char in _MARKUP or (index == 0 and not char.isalpha()):
+            out.append(f"&#{ord(char)};")
+        elif (ord(char) < 32 and char != "\t") or 0x7F <= ord(char) < 0xA0:
+            out.append("\ufffd")
+        else:
+            out.append(char)
+    return "".join(out)

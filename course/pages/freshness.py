@@ -2,9 +2,11 @@
 
 `freshness()` lists each lesson of the outline with its newest good run (date, GPU, engine
 versions, age), what needs attention (pages pinned behind it, a newer run that failed, no run at
-all), then, per lesson, the time and peak GPU memory of each step, longest first, like
-sphinx-gallery's execution-times page. A step's peak memory is the value it captured as
-`peak_gpu_memory` (unit B); a step that captured none shows "—".
+all, a newer engine release on the package index as `course outdated` last found and kept in
+`.cache/releases.json`: the build never asks the index itself), then, per lesson, the time and
+peak GPU memory of each step, longest first, like sphinx-gallery's execution-times page. A step's
+peak memory is the value it captured as `peak_gpu_memory` (unit B); a step that captured none
+shows "—".
 
 `run_histories()` shows every recorded run of every lesson, newest first.
 """
@@ -15,7 +17,8 @@ import html
 import os
 from datetime import UTC, date, datetime
 
-from ..record.models import Run, StepRecord
+from ..record.models import Run, StepRecord, run_order
+from ..record.releases import Releases, is_newer, load_releases
 from ..record.store import Store
 from ..record.units import convert
 from . import facts
@@ -53,7 +56,11 @@ def peak_text(step: StepRecord) -> str:
 
 
 def _notes(
-    lesson: Lesson, runs: list[Run], newest: Run | None, pinned: list[tuple[str, str, str]]
+    lesson: Lesson,
+    runs: list[Run],
+    newest: Run | None,
+    pinned: list[tuple[str, str, str]],
+    releases: Releases | None = None,
 ) -> list[str]:
     """What needs an author's attention; `pinned` is (page, lesson, run) of every pinned page."""
     notes = []
@@ -64,8 +71,15 @@ def _notes(
     elif runs and runs[-1].run_id != newest.run_id:
         notes.append(f"newer run {runs[-1].run_id} {runs[-1].record.status}")
     for src, pinned_lesson, run_id in pinned:
-        if pinned_lesson == lesson.id and newest and run_id < newest.run_id:
+        if pinned_lesson == lesson.id and newest and run_order(run_id) < run_order(newest.run_id):
             notes.append(f"docs/{src} is pinned behind, to {run_id}")
+    if newest is not None and releases is not None:
+        for name, recorded in sorted(newest.record.engine.items()):
+            known = releases.engines.get(name)
+            if known is not None and is_newer(known.newest, recorded):
+                notes.append(
+                    f"newer release: {name} {known.newest} (checked on {releases.checked_on})"
+                )
     return notes
 
 
@@ -80,11 +94,14 @@ def freshness(ctx: PageContext) -> str:
         for entry in scan(ctx.root / "docs")
         if entry.meta.lesson and entry.meta.run
     ]
+    releases = load_releases(ctx.root)
     rows, sections = [], []
     for lesson in ctx.outline.lessons:
         runs = store.runs(lesson.id)
         newest = next((r for r in reversed(runs) if r.good), None)
-        notes = "; ".join(html.escape(n) for n in _notes(lesson, runs, newest, pinned)) or "—"
+        notes = (
+            "; ".join(html.escape(n) for n in _notes(lesson, runs, newest, pinned, releases)) or "—"
+        )
         name = html.escape(f"{lesson.number} {lesson.title}")
         if newest is None:
             rows.append(f"<tr><td>{name}</td>" + "<td>—</td>" * 5 + f"<td>{notes}</td></tr>")
@@ -154,6 +171,7 @@ def run_histories(ctx: PageContext) -> str:
             continue
         newest = store.newest_good(lesson.id)
         heading = f"## {lesson.number} {lesson.title} {{ #{lesson.id} }}"
-        table = runs_table(runs, newest.run_id if newest else None, {}, f"Runs of {lesson.number}")
+        shown = newest.run_id if newest else None
+        table = runs_table(runs, shown, {}, f"Runs of {lesson.number}", authors=True)
         sections.append(f"{heading}\n\n{table.replace(' (this page)', ' (newest good)')}")
     return "\n\n".join(sections) or "No lesson has a recorded run yet."

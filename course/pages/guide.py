@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterator
 
+from ..lab.facts import Price
 from ..lab.load import LoadedLab, load_lab
 from ..record.models import Run
 from ..record.store import Store
@@ -50,7 +51,7 @@ def lab_costs(ctx: PageContext) -> str:
     """A table: each lesson's GPU memory need, hands-on time, and its cost on the rented card at
     each dated price (community and secure cloud), the prices' dates and sources below."""
     rows: list[tuple[list[str], dict[str, str]]] = []
-    seen: dict[tuple[str, str], facts.Price] = {}
+    seen: dict[tuple[str, str], Price] = {}
     head = "<tr><th>Lesson</th><th>GPU memory it needs</th><th>Hands-on</th><th>Card</th>"
     offers: list[str] = []
     for lesson, lab, run in _labs(ctx):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 
+from ..lab.facts import Price
 from ..lab.files import lab_files
 from . import facts
 from .context import PageContext
@@ -107,7 +108,7 @@ def hardware_and_cost(page: PageContext, seconds: float) -> str:
     return f"{ours}{card}{_price_sources(prices)}. How to rent one and connect: {guide}."
 
 
-def _price_sources(prices: list[facts.Price]) -> str:
+def _price_sources(prices: list[Price]) -> str:
     if not prices:
         return ""
     items = ", ".join(
@@ -123,7 +124,7 @@ def _price_sources(prices: list[facts.Price]) -> str:
     return f' <span class="course-prices">(prices per GPU-hour: {items}{said})</span>'
 
 
-def _offer(price: facts.Price) -> str:
+def _offer(price: Price) -> str:
     """'community cloud ' from the offer 'RTX 4090, community cloud' (the part after the card)."""
     part = price.offer.split(", ", 1)[-1] if ", " in price.offer else ""
     return f"{part} " if part else ""

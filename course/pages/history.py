@@ -5,11 +5,13 @@ from __future__ import annotations
 import html
 
 from ..errors import CourseError
+from ..record.changes import run_changes
 from ..record.models import Run
 from ..record.store import Store
 from . import facts
 from .context import PageContext
 from .format import recorded as shown_value
+from .format import recorded_text
 from .macros import macro
 
 
@@ -28,8 +30,8 @@ def provenance(ctx: PageContext) -> str:
     return (
         f'<span class="course-provenance" data-source="{html.escape(run.run_id)}">The outputs on '
         f"this page were recorded by <code>course run {html.escape(ctx.lesson)}</code> on "
-        f"{facts.checked_on(run)} on {article}{html.escape(gpu)} "
-        f"({html.escape(', '.join(details))}) with {html.escape(facts.engine_text(run))}; "
+        f"{facts.checked_on(run)} on {article}{recorded_text(gpu)} "
+        f"({recorded_text(', '.join(details))}) with {recorded_text(facts.engine_text(run))}; "
         f"run <code>{html.escape(run.run_id)}</code>.</span>"
     )
 
@@ -52,16 +54,24 @@ def run_history(ctx: PageContext, headline: list[str] | dict[str, str] | None = 
 
 
 def runs_table(
-    runs: list[Run], shown: str | None, labelled: dict[str, str], label: str = "Run history"
+    runs: list[Run],
+    shown: str | None,
+    labelled: dict[str, str],
+    label: str = "Run history",
+    authors: bool = False,
 ) -> str:
-    """Runs, newest first, as a table: run, date, status, GPU, engine, then each labelled value.
+    """Runs, newest first, as a table: run, date, status, GPU, engine, then each labelled value;
+    for `authors`, each run's note (`course run --note`) and what its lab changed from the run
+    before (`record.changes.run_changes`).
 
     `shown` is the run the page shows (marked); `labelled` maps column headers (HTML) to values.
     """
     names = list(labelled.values())
-    head = ["run", "date", "status", "GPU", "engine", *labelled]
+    extra = ["note", "changed from the run before"] if authors else []
+    head = ["run", "date", "status", "GPU", "engine", *extra, *labelled]
     rows = []
-    for run in reversed(runs):
+    for index in reversed(range(len(runs))):
+        run = runs[index]
         this = " (this page)" if run.run_id == shown else ""
         cells = [
             f"<code>{html.escape(run.run_id)}</code>{this}",
@@ -70,6 +80,9 @@ def runs_table(
             html.escape(facts.gpu_name(run) or "no GPU"),
             html.escape(facts.engine_text(run)),
         ]
+        if authors:
+            changed = run_changes(runs[index - 1].record, run.record) if index else ["first run"]
+            cells += [html.escape(run.record.note or "—"), html.escape("; ".join(changed) or "—")]
         for name in names:
             step, value_name = name.split(".", 1)
             try:
@@ -78,7 +91,8 @@ def runs_table(
                 cells.append("—")
                 continue
             source = html.escape(f"{run.run_id}/{name}", quote=True)
-            text = html.escape(shown_value(found.value, found.unit))
+            text = shown_value(found.value, found.unit)
+            text = recorded_text(text) if isinstance(found.value, str) else html.escape(text)
             cells.append(f'<span class="course-value" data-source="{source}">{text}</span>')
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"

@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..errors import PageError
+from ..lab.keys import line_of, problem_text, unknown_key
 from .outline import AUTHORS, OUTLINE, Outline, load_outline, merged_meta
 
 _FRONT = re.compile(r"\A---[ \t]*\n(.*?\n)?---[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -100,14 +101,15 @@ def read_meta(path: Path, shown: str) -> tuple[LessonMeta, dict[str, Any], str]:
     The page's place in the course (lesson, title, part, number) is the outline's when the page
     lies in a docs/ folder that has one.
     """
+    text = path.read_text(encoding="utf-8")
     try:
-        raw, body = split_front_matter(path.read_text(encoding="utf-8"))
+        raw, body = split_front_matter(text)
     except (yaml.YAMLError, ValueError, TypeError) as exc:
         raise PageError(f"{shown}: front matter: {exc}") from None
     docs = _docs_of(path, shown)
     if docs is not None:
-        return page_meta(load_outline(docs), shown.removeprefix("docs/"), raw), raw, body
-    return _validated(raw, shown), raw, body
+        return page_meta(load_outline(docs), shown.removeprefix("docs/"), raw, text), raw, body
+    return _validated(raw, shown, text), raw, body
 
 
 def _docs_of(path: Path, shown: str) -> Path | None:
@@ -120,21 +122,47 @@ def _docs_of(path: Path, shown: str) -> Path | None:
     return docs if (docs / OUTLINE).is_file() else None
 
 
-def _validated(raw: dict[str, Any], shown: str) -> LessonMeta:
+def _validated(raw: dict[str, Any], shown: str, text: str | None = None) -> LessonMeta:
     try:
         return LessonMeta.model_validate(raw)
-    except (ValueError, TypeError, ValidationError) as exc:
-        raise PageError(f"{shown}: front matter: {exc}") from None
+    except ValidationError as exc:
+        match = _FRONT.match(text or "")
+        node = yaml.compose(match.group(1) or "") if match else None
+        found = sorted(  # in the order of the page's lines
+            (line_of(node, e["loc"]) or 0, front_problem(e, node)) for e in exc.errors()
+        )
+        problems = [f"  - {problem}" for _, problem in found]
+        noun = "problem" if len(problems) == 1 else "problems"
+        raise PageError(
+            f"{shown}: front matter: {len(problems)} {noun}:\n" + "\n".join(problems)
+        ) from None
 
 
-def page_meta(outline: Outline, src: str, raw: dict[str, Any]) -> LessonMeta:
+def front_problem(error: Any, node: yaml.Node | None) -> str:
+    """One problem of a page's front matter as lab.yml's are told: the line in the page (the
+    front matter starts on line 2), the key, what is wrong, and for an unknown key the close
+    match and the keys allowed there."""
+    loc = list(error["loc"])
+    line = line_of(node, loc)
+    where = f"line {line + 1}: " if line is not None else ""
+    if error["type"] == "extra_forbidden":
+        message = unknown_key(loc, LessonMeta)
+    else:
+        message = problem_text(error)
+    return f"{where}{'.'.join(str(p) for p in loc)}: {message}"
+
+
+def page_meta(
+    outline: Outline, src: str, raw: dict[str, Any], text: str | None = None
+) -> LessonMeta:
     """A page's front matter with its place in the outline; PageError naming the page when the
-    front matter contradicts the outline.
+    front matter contradicts the outline, or, with each problem's line (from the page's `text`),
+    the key and the keys allowed there, when it does not fit the schema.
     """
     merged, problems = merged_meta(outline, src, raw)
     if problems:
         raise PageError(f"docs/{src}: " + "; ".join(problems))
-    return _validated(merged, f"docs/{src}")
+    return _validated(merged, f"docs/{src}", text)
 
 
 def page_url(src: str) -> str:
@@ -175,11 +203,12 @@ def scan(docs: Path) -> list[PageEntry]:
     pages = []
     for path in sorted(docs.rglob("*.md")):
         src = path.relative_to(docs).as_posix()
+        text = path.read_text(encoding="utf-8")
         try:
-            raw, _ = split_front_matter(path.read_text(encoding="utf-8"))
+            raw, _ = split_front_matter(text)
         except (yaml.YAMLError, ValueError, TypeError) as exc:
             raise PageError(f"docs/{src}: front matter: {exc}") from None
-        pages.append(PageEntry(src, page_meta(outline, src, raw), raw))
+        pages.append(PageEntry(src, page_meta(outline, src, raw, text), raw))
     return pages
 
 

@@ -27,7 +27,7 @@ from .claims import check_claim, claim_html
 from .context import FigureData, PageContext
 from .faq import glossary_html
 from .figures import figure as draw_or_reuse
-from .format import decimals_for, format_number
+from .format import decimals_for, format_number, recorded_text, spread_note
 from .widgets import (
     TERMINAL_COLUMNS,
     WIDE_LINES_FAIL,
@@ -72,7 +72,7 @@ def macro(func: F) -> F:
             message = str(exc).strip()
             call = call_text(func.__name__, args, kwargs)
             ctx.problem(f"{ctx.within[-1]}: {call}" if ctx.within else call, message)
-            name, shown = html.escape(func.__name__), html.escape(message)
+            name, shown = html.escape(func.__name__), recorded_text(message)
             return f'<span class="course-error">[{name}: {shown}]</span>'
 
     MACROS[func.__name__] = wrapper
@@ -127,27 +127,37 @@ def _number(shown: str, q: Quantity, unit: str | None, percent: bool) -> tuple[f
     return q.value, q.unit
 
 
+def shown_number(
+    name: str, q: Quantity, unit: str | None, decimals: int | None, percent: bool, times: bool,
+    show_unit: bool, separators: bool,
+) -> str:  # fmt: skip
+    """A quantity as value() and fact() show it: converted, with its decimals and unit."""
+    number, shown_unit = _number(name, q, unit, percent)
+    suffix = "" if shown_unit == "none" or not show_unit else f"\u00a0{shown_unit}"
+    if percent:
+        suffix = "\u00a0%"
+    if times:
+        suffix = "\u00a0×"
+    places = decimals_for(number) if decimals is None else _int_option("decimals", decimals)
+    return format_number(number, places, separators) + suffix
+
+
 @macro
 def value(
     ctx: PageContext, expression: str, unit: str | None = None, decimals: int | None = None,
     percent: bool = False, times: bool = False, show_unit: bool = True, separators: bool = True,
 ) -> str:  # fmt: skip
     """A recorded value (or arithmetic on values), formatted, inside a span naming its sources."""
-    q = ctx.evaluate(expression)
+    q, note = ctx.evaluate(expression), ""
     if q.text is not None:
-        shown = html.escape(q.text)
+        shown = recorded_text(q.text)
     else:
-        number, shown_unit = _number(repr(expression), q, unit, percent)
-        suffix = "" if shown_unit == "none" or not show_unit else f"\u00a0{shown_unit}"
-        if percent:
-            suffix = "\u00a0%"
-        if times:
-            suffix = "\u00a0×"
-        if decimals is None:
-            places = decimals_for(number)
-        else:
-            places = _int_option("decimals", decimals)
-        shown = format_number(number, places, separators) + suffix
+        shown = shown_number(
+            repr(expression), q, unit, decimals, percent, times, show_unit, separators
+        )
+        if q.spread is not None and not (percent or times):
+            shown_unit = _number(repr(expression), q, unit, percent)[1]
+            note = f"; {spread_note(q.spread, q.unit, shown_unit)}"
     sources = " ".join(f"{ctx.run.run_id}/{s}" for s in q.sources)
     expr = ""
     if q.sources != (expression.strip(),):
@@ -157,7 +167,7 @@ def value(
     said = (
         f"measured in run {ctx.run.run_id}, step{'s' if len(steps) > 1 else ''} {', '.join(steps)}"
     )
-    title = f' title="{html.escape(said, quote=True)}"'
+    title = f' title="{html.escape(said + note, quote=True)}"'
     return f'<span class="course-value" data-source="{source}"{expr}{title}>{shown}</span>'
 
 
@@ -209,25 +219,26 @@ def line_count(ctx: PageContext, file: str) -> str:
     return f'<span class="course-value" data-source="{source}">{count:,} {noun}</span>'
 
 
-_NUMBER = re.compile(r"\{([^{}:]+?)(?::(\d+)(?:\s+([^{}\s]+))?)?\}")
+NUMBER_FIELD = re.compile(r"\{([^{}:]+?)(?::(\d+)(?:\s+([^{}\s]+))?)?\}")
 
 
-def numbers_in_text(ctx: PageContext, text: str) -> str:
-    """Plain text with each `{expression}` replaced by its number, for alt text and captions:
+def numbers_in_text(ctx: PageContext, text: str, markdown: bool = False) -> str:
+    """Text with each `{expression}` replaced by its number, for alt text and captions:
     `{limits.peak_tflop_s:0}` (no decimals), `{prefill.ttft_128:1 ms}` (in ms, one decimal),
-    `{decode.share:0 %}` (a ratio as a percentage); the number only, the words say the unit."""
+    `{decode.share:0 %}` (a ratio as a percentage); the number only, the words say the unit.
+    A text value comes as it is, or made inert for Markdown and HTML (`markdown`: a caption)."""
 
     def number(match: re.Match[str]) -> str:
         expression, decimals, unit = match.group(1).strip(), match.group(2), match.group(3)
         q = ctx.evaluate(expression)
         if q.text is not None:
-            return q.text
+            return recorded_text(q.text) if markdown else q.text
         percent = unit == "%"
         amount, _ = _number(f"{{{expression}}}", q, None if percent else unit, percent)
         places = decimals_for(amount) if decimals is None else int(decimals)
         return format_number(amount, places)
 
-    return _NUMBER.sub(number, text)
+    return NUMBER_FIELD.sub(number, text)
 
 
 @macro
@@ -238,7 +249,7 @@ def figure(ctx: PageContext, name: str, alt: str | None = None, caption: str = "
         raise WidgetError(
             f'figure \'{name}\' needs alt text: figure("{name}", alt="what it shows", caption=...)'
         )
-    alt, caption = numbers_in_text(ctx, alt), numbers_in_text(ctx, caption)
+    alt, caption = numbers_in_text(ctx, alt), numbers_in_text(ctx, caption, markdown=True)
     script, shown = ctx.root / "figures" / f"{name}.py", f"figures/{name}.py"
     source = f"{ctx.run.run_id}/figures/{name}"
     if ctx.site_dir is None:  # checking only: the script must load and define draw()
@@ -338,6 +349,13 @@ def claim(
     ctx.claim_results.append(result)
     if not result.holds:
         ctx.problem(f"claim({condition!r})", result.message())
+    if re.search(r"\n[ \t]*\n", inner):  # Markdown would end the paragraph inside the claim
+        ctx.problem(
+            f"claim({condition!r})",
+            "its words hold a blank line, which ends a paragraph in the middle of the claim: a "
+            "claim marks words inside a paragraph (a whole sentence, or a phrase in the middle "
+            "of one); keep its words together, or make two claims",
+        )
     return claim_html(result, inner)
 
 

@@ -70,10 +70,13 @@ def context_for(env: Any) -> PageContext:
     if ctx is None:
         config = env.conf
         root = Path(config.config_file_path).resolve().parent
+        source = page.file.abs_src_path
+        text = Path(source).read_text(encoding="utf-8") if source else None  # for lines
+        outline = load_outline(Path(config["docs_dir"]))
         ctx = PageContext(
             root=root,
             src=src,
-            meta=page_meta(load_outline(Path(config["docs_dir"])), src, dict(page.meta or {})),
+            meta=page_meta(outline, src, dict(page.meta or {}), text),
             raw_meta=dict(page.meta or {}),
             url=page.url,
             site_dir=Path(config.site_dir),

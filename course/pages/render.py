@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 import html
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import jinja2
 
 from ..record.models import Run
 from . import facts
+from . import facts_macro as _facts_macro  # noqa: F401 - registers fact()
 from . import freshness as _freshness  # noqa: F401 - registers freshness(), run_histories()
 from . import guide as _guide  # noqa: F401 - registers lab_costs(), lab_installs()
 from . import history as _history  # noqa: F401 - registers provenance() and run_history()
@@ -45,10 +47,30 @@ class RenderedPage:
     markdown: str | None
     body: str
     """The page's source after the front matter."""
+    text: str | None = None
+    """What the macros made of the body, before `finish` (marked, when the rendering marks)."""
+
+
+def _same(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """How `render_page` runs a page's macros: the body as jinja reads it, the macros bound to the
+    page, and the text `finish` reads; the page checks (`lint/`) mark lines and macro outputs."""
+
+    source: Callable[[str], str] = _same
+    macros: Callable[[PageContext], dict[str, Callable[..., str]]] = field(default=bound)
+    plain: Callable[[str], str] = _same
 
 
 def render_page(
-    root: Path, entry: PageEntry, run: Run | None = None, strict: bool = True
+    root: Path,
+    entry: PageEntry,
+    run: Run | None = None,
+    strict: bool = True,
+    how: Rendering = Rendering(),  # noqa: B008 - frozen, shared on purpose
 ) -> RenderedPage:
     """Run a page's macros (without HTML) against its chosen run, or the run given.
 
@@ -61,13 +83,13 @@ def render_page(
     env = jinja2.Environment(undefined=undefined, autoescape=False)
     page = {"meta": raw, "title": entry.title, "url": ctx.url}
     try:
-        text = env.from_string(body).render(page=page, config={}, **bound(ctx))
+        text = env.from_string(how.source(body)).render(page=page, config={}, **how.macros(ctx))
     except jinja2.TemplateError as exc:
         line = getattr(exc, "lineno", None)
         where = f"line {line} (after the front matter)" if line else "(template)"
         ctx.problem(where, f"{type(exc).__name__}: {exc}{hint(str(exc))}")
         return RenderedPage(ctx, None, body)
-    return RenderedPage(ctx, finish(ctx, text), body)
+    return RenderedPage(ctx, finish(ctx, how.plain(text)), body, text)
 
 
 def collecting_undefined(ctx: PageContext) -> type[jinja2.Undefined]:

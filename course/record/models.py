@@ -8,11 +8,19 @@ package (RECORD.md describes it).
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from ..errors import RecordError
 
@@ -27,12 +35,64 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Spread(_Model):
+    """How a timed value varied over its repeats: `n` repeats kept after warm-up, their extremes
+    and quartiles, in the value's unit (the value itself is their median)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)  # hashable, as a Quantity holding it
+
+    n: int = Field(ge=1)
+    min: float
+    q1: float
+    q3: float
+    max: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Spread:
+        numbers = {"min": self.min, "q1": self.q1, "q3": self.q3, "max": self.max}
+        odd = [name for name, x in numbers.items() if not math.isfinite(x)]
+        if odd:
+            raise ValueError(f"{', '.join(odd)} not finite")
+        if not self.min <= self.q1 <= self.q3 <= self.max:
+            raise ValueError(
+                f"expected min <= q1 <= q3 <= max, found {self.min} {self.q1} {self.q3} {self.max}"
+            )
+        return self
+
+    def around(self, median: float) -> str | None:
+        """What is wrong with this spread around `median`, if anything (it must lie between the
+        quartiles, and be finite)."""
+        if not math.isfinite(median):
+            return f"its median {median} is not finite"
+        if not self.q1 <= median <= self.q3:
+            return f"its median {median} is not between q1 {self.q1} and q3 {self.q3}"
+        return None
+
+
 class Value(_Model):
-    """A captured value with its type and unit."""
+    """A captured value with its type and unit; a timed value also carries its spread."""
 
     value: int | float | str
     type: Literal["int", "float", "str"]
     unit: str
+    spread: Spread | None = None
+
+    @model_serializer(mode="wrap")
+    def _spread_if_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """run.json writes `spread` only for a timed value (records stay as they were)."""
+        data: dict[str, Any] = handler(self)
+        if self.spread is None:
+            data.pop("spread", None)
+        return data
+
+    @model_validator(mode="after")
+    def _spread_fits(self) -> Value:
+        if self.spread is not None:
+            wrong = "a text value has no spread" if isinstance(self.value, str) else None
+            wrong = wrong or self.spread.around(float(self.value))
+            if wrong:
+                raise ValueError(wrong)
+        return self
 
 
 class KeptFile(_Model):
@@ -53,13 +113,29 @@ class HashParts(_Model):
 
 
 class Gpu(_Model):
-    """The first GPU of the host, as nvidia-smi reports it."""
+    """The first GPU of the host, as nvidia-smi reports it; what can explain its speed (clocks,
+    power, PCIe link, NUMA node) as read when the run started."""
 
     name: str
     memory_mib: int | None = None
     driver: str | None = None
     cuda: str | None = None
     count: int = 1
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    memory_clock_mhz: int | None = None
+    memory_clock_max_mhz: int | None = None
+    applications_clock_mhz: int | None = None
+    """The SM clock applications run at (`nvidia-smi -ac`), below the maximum when set so."""
+    power_limit_w: float | None = None
+    power_default_limit_w: float | None = None
+    power_draw_w: float | None = None
+    persistence: bool | None = None
+    pcie: str | None = None
+    """The link as `gen 5 x16` (and `of gen 5 x16` when it runs below its maximum)."""
+    bus_id: str | None = None
+    numa_node: int | None = None
+    """The host NUMA node the GPU hangs off (None: unknown, or a host with one node)."""
 
 
 class Setup(_Model):
@@ -75,6 +151,15 @@ class HostFacts(_Model):
 
     gpu: Gpu | None = None
     cpu: str | None = None
+    cpu_model: str | None = None
+    cpu_signature: str | None = None
+    """`family 6 model 207 stepping 2`: tells CPU generations apart where the model name does not
+    (a virtual machine's `Intel(R) Xeon(R) Processor`)."""
+    cpu_cores: int | None = None
+    """Logical cores of the host."""
+    cpu_usable: int | None = None
+    """The cores the run's processes may use (their affinity: a container's share)."""
+    numa_nodes: int | None = None
     os: str | None = None
     python: str | None = None
     machine: str | None = None
@@ -124,6 +209,8 @@ class Record(_Model):
     host: HostFacts
     engine: dict[str, str | None]
     options: dict[str, Any] = {}
+    note: str | None = None
+    """What the author said of the run (`course run --note "vocab 8192"`)."""
     steps: list[StepRecord] = Field(default_factory=list)
     failure: Failure | None = None
 
@@ -199,3 +286,12 @@ _RUN_ID = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{6}Z-[a-z0-9-]+$")
 def is_run_id(text: str) -> bool:
     """Whether a string has the shape of a run id."""
     return bool(_RUN_ID.match(text))
+
+
+def run_order(run_id: str) -> tuple[str, list[tuple[int, str]]]:
+    """A run id's place in time order: its time, then what follows it with numbers compared as
+    numbers, so that runs of one second sort in order however they were numbered (`-h200-2`
+    before `-h200-10`, as older runners wrote them; `-h200-02` now)."""
+    when, _, rest = run_id.partition("Z-")
+    parts = re.split(r"(\d+)", rest)
+    return when, [(int(p), "") if p.isdigit() else (-1, p) for p in parts]

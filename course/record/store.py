@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import RecordError
-from .files import RUN_FILE, TMP_PREFIX, dump_json, read_record, write_atomic
-from .models import Failure, Record, Run
+from .files import RUN_FILE, TMP_PREFIX, TMP_SUFFIX, dump_json, read_record, write_atomic
+from .models import Failure, Record, Run, run_order
 
 LESSON_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 """What a lesson's name looks like (its folders under lab/ and build/ carry it)."""
@@ -71,7 +71,7 @@ class Store:
         if not folder.is_dir():
             return []
         found = []
-        for child in sorted(folder.iterdir()):
+        for child in sorted(folder.iterdir(), key=lambda p: run_order(p.name)):
             if child.name.startswith(".") or not child.is_dir():
                 continue
             try:
@@ -111,13 +111,15 @@ class Store:
             raise RecordError(Damaged(folder, _reason(exc, folder)).message()) from None
 
     def new_run_id(self, lesson: str, started: datetime, slug: str) -> str:
-        """A run id that sorts by time and names the GPU, e.g. `2026-11-29T101233Z-h200`."""
+        """A run id that sorts by time and names the GPU, e.g. `2026-11-29T101233Z-h200`; the
+        second run of one second is `...-h200-02`, then `-03`, ... (two digits: plain sorting
+        keeps the order; `models.run_order` also puts older runners' `-2` ... `-11` in order)."""
         base = started.astimezone(UTC).strftime("%Y-%m-%dT%H%M%SZ") + f"-{slug}"
         folder = self.lesson_dir(lesson)
         candidate, n = base, 1
         while (folder / candidate).exists() or (folder / f"{TMP_PREFIX}{candidate}").exists():
             n += 1
-            candidate = f"{base}-{n}"
+            candidate = f"{base}-{n:02d}"
         return candidate
 
     def salvage(self, lesson: str) -> list[str]:
@@ -130,6 +132,8 @@ class Store:
                 record = read_record(tmp)
             except RecordError:
                 continue
+            for stray in [*tmp.glob(f".*{TMP_SUFFIX}"), *tmp.glob(f"steps/.*{TMP_SUFFIX}")]:
+                stray.unlink()  # a write the killed runner had begun
             record.status = "failed"
             record.failure = record.failure or Failure(
                 step=_first_unfinished(record), message="the runner was killed before the run ended"

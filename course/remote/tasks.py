@@ -14,8 +14,8 @@ import yaml
 from ..errors import RunError
 from ..lab.load import LoadedLab
 from ..lab.schema import Resources
+from ..record.masking import MASK, SECRET_NAME
 from ..run.install import install_command, lab_requirements
-from ..run.masking import MASK, SECRET_NAME
 from ..run.options import Options
 
 OUT = "/course-out"

@@ -24,10 +24,10 @@ from pathlib import Path
 from ..errors import RunError
 from ..lab.load import LoadedLab
 from ..lab.schema import Build
+from ..record.masking import Redactor
 from ..record.models import StepRecord, Value
 from ..record.writer import RunWriter
 from .display import Display
-from .masking import Redactor
 from .target import Host, Workspace
 from .terminal import clean, tail, transcript
 

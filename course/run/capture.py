@@ -6,14 +6,15 @@ The capture kinds are a registry: `regex` reads the transcript, `json` a file th
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import RunError
 from ..lab.schema import Capture
-from ..record.models import Value
+from ..record.models import Spread, Value
 
 # Separators people put between thousands: comma, underscore, thin and no-break spaces, apostrophe.
 _THOUSANDS = re.compile(r"(?<=\d)[,_\u2009\u202f\u00a0'](?=\d{3}(?!\d))")
@@ -39,7 +40,47 @@ def parse_number(text: str, kind: str) -> int | float | str:
         raise CaptureMiss(f"expected a number ({kind}), found {text.strip()!r}") from None
 
 
-Found = int | float | str
+class Timed(NamedTuple):
+    """A timed value as a lab writes it (`{"median": m, "min": .., "q1": .., "q3": .., "max": ..,
+    "n": k}`): the median, recorded as the value, and its spread."""
+
+    median: float
+    spread: Spread
+
+
+SPREAD_KEYS = ("n", "min", "q1", "median", "q3", "max")
+
+
+def timed(capture: Capture, data: dict[str, Any]) -> Timed:
+    """The median and spread of a timed value's JSON object; CaptureMiss saying what is wrong
+    (a missing statistic, a non-number, an order broken) otherwise."""
+    where = f"{capture.json_file!r} key {capture.key!r}"
+    missing = [k for k in SPREAD_KEYS if k not in data]
+    if missing:
+        raise CaptureMiss(
+            f"{where} holds a timed value without {', '.join(missing)} (a timed value is "
+            '{"median": m, "min": a, "q1": b, "q3": c, "max": d, "n": k})'
+        )
+    if capture.type != "float":
+        raise CaptureMiss(f"{where} holds a timed value (a median): capture it as type float")
+    if any(isinstance(data[k], bool) or not isinstance(data[k], (int, float)) for k in SPREAD_KEYS):
+        shown = ", ".join(f"{k} {data[k]!r}" for k in SPREAD_KEYS)
+        raise CaptureMiss(
+            f"{where} holds a timed value whose statistics are not all numbers: {shown}"
+        )
+    n, order = data["n"], [float(data[k]) for k in SPREAD_KEYS[1:]]
+    wrong = [f"n is {n} (expected a whole number, at least 1)"] if n < 1 or n % 1 else []
+    wrong += [f"{k} is {data[k]}" for k in SPREAD_KEYS[1:] if not math.isfinite(data[k])]
+    if not wrong and sorted(order) != order:
+        shown = ", ".join(f"{k} {data[k]}" for k in SPREAD_KEYS[1:])
+        wrong.append(f"expected min <= q1 <= median <= q3 <= max, found {shown}")
+    if wrong:
+        raise CaptureMiss(f"{where} holds a timed value that cannot be: {'; '.join(wrong)}")
+    spread = Spread(**{k: data[k] for k in SPREAD_KEYS if k != "median"})
+    return Timed(float(data["median"]), spread)
+
+
+Found = int | float | str | Timed
 CaptureKind = Callable[[Capture, str, Path], Found]
 CAPTURE_KINDS: dict[str, CaptureKind] = {}
 """Capture kind -> the function that reads it from (output, lab folder)."""
@@ -100,6 +141,8 @@ def from_json(capture: Capture, output: str, folder: Path) -> Found:
                 f"{capture.json_file!r} has no key {'.'.join(walked)!r} (looking for "
                 f"{capture.key!r})"
             )
+    if isinstance(data, dict) and "median" in data:
+        return timed(capture, data)
     if isinstance(data, (dict, list)) or data is None:
         raise CaptureMiss(
             f"{capture.json_file!r} key {capture.key!r} holds {type(data).__name__}, not a value"
@@ -128,6 +171,14 @@ def capture_values(
             found = CAPTURE_KINDS[kind_of(capture)](capture, output, folder)
         except CaptureMiss as miss:
             misses.append(f"capture '{name}': {miss}")
+            continue
+        if isinstance(found, Timed):
+            values[name] = Value(
+                value=found.median, type="float", unit=capture.unit, spread=found.spread
+            )
+            continue
+        if isinstance(found, float) and not math.isfinite(found):
+            misses.append(f"capture '{name}': the value is {found}, not a finite number")
             continue
         values[name] = Value(value=found, type=capture.type, unit=capture.unit)
     return values, misses

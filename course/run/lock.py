@@ -4,8 +4,9 @@ The lock is an `flock` on the file, so the kernel lets it go however its run die
 run writes who it is (pid, start time, boot) and, as it goes, every process group it starts here
 and its scratch folder. The next run that takes the lock of a run that died without letting go
 ends each of those groups that is still that run's (the start time of the group's leader tells a
-reused pid apart), removes the scratch folder, says so, and turns the dead run's record into a
-failed run.
+reused pid apart), and every process that left those groups but still carries the dead run's
+mark in its environment (`process.MARK`), removes the scratch folder, says so, and turns the dead
+run's record into a failed run.
 """
 
 from __future__ import annotations
@@ -21,9 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunError
+from ..record.files import describe
 from ..record.store import Store
-from .process import kill_group
-from .procfs import boot_id, command_line, group_members, start_time
+from .procfs import (
+    MARK,
+    boot_id,
+    command_line,
+    group_members,
+    kill_all,
+    kill_group,
+    marked,
+    start_time,
+)
 
 LOCK = ".lock"
 GRACE = 3.0
@@ -97,8 +107,11 @@ class RunLock:
     def _write(self) -> None:
         # the file itself carries the flock: rewritten in place, not replaced
         data = self.holder.dump().encode()
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, data, 0)
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, data, 0)
+        except OSError as exc:
+            raise RunError(f"could not write the lock {describe(exc, self.path)}") from None
 
 
 def _take(path: Path, lesson: str) -> int:
@@ -156,6 +169,14 @@ def reclaim(holder: Holder) -> list[str]:
         kill_group(pgid, GRACE)
         noun = "process" if len(members) == 1 else "processes"
         done.append(f"ended its process group {pgid} ({len(members)} {noun}: {shown})")
+    if same_boot and holder.pid is not None and holder.start is not None:
+        # what left its groups (setsid, timeout) still carries the dead run's mark
+        left = marked(MARK, f"{holder.pid}.{holder.start}.", prefix=True)
+        if left:
+            shown = ", ".join(f"pid {pid} ({command_line(pid) or '?'})" for pid in left[:5])
+            kill_all(left, GRACE)
+            noun = "process" if len(left) == 1 else "processes"
+            done.append(f"ended {len(left)} {noun} it left outside its process groups: {shown}")
     for folder in holder.folders:
         if Path(folder).exists():
             shutil.rmtree(folder, ignore_errors=True)

@@ -38,6 +38,8 @@ class Options:
     """
     wheels: Path | None = None
     """Where to install `engine` from, offline (a folder of wheels); default: the package index."""
+    note: str | None = None
+    """A few words on what this run tries (`--note "vocab 8192"`), kept in run.json."""
 
 
 def parse_env(

@@ -18,6 +18,7 @@ from ..errors import RunError
 from ..lab.files import expand_inputs
 from ..lab.load import LoadedLab
 from ..lab.schema import AnyStep, StartStep, StopStep
+from ..record.changes import part_changes
 from ..record.files import sha256_file
 from ..record.models import HashParts, Run
 
@@ -124,27 +125,7 @@ def explain_change(parts: HashParts, old: HashParts | None) -> str:
     """Why a step's hash differs from its last recorded result, in a few words."""
     if old is None:
         return "no earlier result"
-    reasons = []
-    if parts.definition != old.definition:
-        reasons.append("its definition changed")
-    changed = sorted(
-        n for n in set(parts.inputs) | set(old.inputs) if parts.inputs.get(n) != old.inputs.get(n)
-    )
-    if changed:
-        shown = ", ".join(changed[:3]) + (
-            f" and {len(changed) - 3} more" if len(changed) > 3 else ""
-        )
-        reasons.append(f"changed: {shown}")
-    if parts.engine != old.engine:
-        moved = [
-            f"{k} {old.engine.get(k)} -> {v}"
-            for k, v in parts.engine.items()
-            if old.engine.get(k) != v
-        ]
-        reasons.append("engine " + ", ".join(moved) if moved else "engine changed")
-    if parts.gpu != old.gpu:
-        reasons.append(f"GPU {old.gpu} -> {parts.gpu}")
-    return "; ".join(reasons) or "hash changed"
+    return "; ".join(part_changes(parts, old).reasons()) or "hash changed"
 
 
 def make_plan(

@@ -1,4 +1,5 @@
-"""What `/proc` says about processes: start times, process groups, zombies, who listens on a port.
+"""What `/proc` says about processes: start times, process groups, zombies, who listens on a port;
+and ending processes found there, by process group or by the mark in their environment.
 
 Standard library only: for a run on a remote host this file is copied there with the supervisor
 and `process.py`, so the same code reads the host's `/proc`.
@@ -7,9 +8,14 @@ and `process.py`, so the same code reads the host's `/proc`.
 from __future__ import annotations
 
 import os
+import signal
+import time
 from pathlib import Path
 
 PROC = Path("/proc")
+MARK = "COURSE_MARK"
+"""The variable in every step command's environment that names its `process.Proc`:
+`<runner pid>.<runner start time>.<random>`."""
 LISTEN = "0A"
 """The state of a listening socket in /proc/net/tcp."""
 
@@ -17,7 +23,8 @@ LISTEN = "0A"
 def stat_fields(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name (state first), or None when gone."""
     try:
-        stat = (PROC / str(pid) / "stat").read_text()
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            stat = fh.read()
     except OSError:
         return None
     # the command name is in parentheses and may itself hold spaces and parentheses
@@ -39,16 +46,71 @@ def boot_id() -> str:
         return ""
 
 
+def pids() -> list[int]:
+    """Every process id in /proc."""
+    return [int(name) for name in os.listdir(PROC) if name.isdigit()]
+
+
 def processes() -> list[tuple[int, str, int, int]]:
     """Every process as (pid, state, parent pid, process group)."""
     found = []
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = stat_fields(int(entry.name))
+    for pid in pids():
+        fields = stat_fields(pid)
         if fields:
-            found.append((int(entry.name), fields[0], int(fields[1]), int(fields[2])))
+            found.append((pid, fields[0], int(fields[1]), int(fields[2])))
     return found
+
+
+def environ(pid: int) -> bytes:
+    """A process's environment as it was when it started, NUL-separated (b'' when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return b"\0" + fh.read()
+    except OSError:  # gone, or another user's
+        return b""
+
+
+def marked(
+    name: str,
+    value: str,
+    prefix: bool = False,
+    table: list[tuple[int, str, int, int]] | None = None,
+    children: bool = False,
+) -> list[int]:
+    """Live processes whose environment sets `name` to `value` (or to a value starting with it,
+    with `prefix`), and every live descendant of theirs, whatever its process group or session:
+    a child that cleared its environment is still found through its parent. With `children`,
+    only this process's children are read (a child subreaper's orphans come back to it)."""
+    rows = [row for row in (processes() if table is None else table) if row[1] not in "ZX"]
+    entry = b"\0" + f"{name}={value}".encode() + (b"" if prefix else b"\0")
+    me = os.getpid()
+    found = {
+        pid
+        for pid, _, parent, _ in rows
+        if pid != me and (parent == me or not children) and entry in environ(pid) + b"\0"
+    }
+    below: dict[int, list[int]] = {}
+    for pid, _, parent, _ in rows:
+        below.setdefault(parent, []).append(pid)
+    todo = list(found)
+    while todo:
+        for child in below.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return sorted(found)
+
+
+def is_subreaper() -> bool:
+    """Whether this process adopts its descendants' orphans (PR_GET_CHILD_SUBREAPER)."""
+    try:
+        import ctypes
+
+        flag = ctypes.c_int(0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value)
+    except (ImportError, OSError, AttributeError):
+        return False
 
 
 def group_members(pgid: int) -> list[int]:
@@ -146,3 +208,87 @@ def local_port(url: str) -> int | None:
         except OSError:
             return None
     return port
+
+
+def end_marked(mark: str, pgid: int, grace: float = 3.0) -> list[str]:
+    """Once group `pgid` has ended: collect its exited processes left to us, and end the live
+    processes carrying a mark (and their descendants) outside it; each as 'pid N (command)'.
+    Looks again after ending them, for what they started meanwhile."""
+    ended: list[str] = []
+    children = is_subreaper()  # then whatever left the group has come back to us by now
+    for _ in range(3):
+        table = processes()
+        reap_group(pgid, table)
+        found = [pid for pid in marked(MARK, mark, table=table, children=children) if pid != pgid]
+        if not found:
+            break
+        ended += [f"pid {pid} ({command_line(pid) or '?'})" for pid in found]
+        kill_all(found, grace)
+    return ended
+
+
+def kill_all(pids: list[int], grace: float = 3.0) -> None:
+    """SIGTERM these processes, SIGKILL whichever is left after grace seconds, and collect those
+    that were left to us (see `become_subreaper`)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 2.0)
+        while pids and time.monotonic() < deadline:
+            _collect(pids)
+            pids = [pid for pid in pids if _alive(pid)]
+            if pids:
+                time.sleep(0.02)
+        if not pids:
+            return
+
+
+def _alive(pid: int) -> bool:
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] not in "ZX"
+
+
+def _collect(pids: list[int]) -> None:
+    """Reap those of these processes that are our exited children."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def reap_group(pgid: int, table: list[tuple[int, str, int, int]] | None = None) -> None:
+    """Collect the exited processes of an ended group that were left to us (see
+    `become_subreaper`); the group's leader is its Popen's to collect."""
+    me = os.getpid()
+    for pid, state, parent, group in processes() if table is None else table:
+        if group == pgid and parent == me and state == "Z" and pid != pgid:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still there (zombies do not count)."""
+    return bool(group_members(pgid))
+
+
+def kill_group(pgid: int, grace: float = 3.0) -> None:
+    """SIGTERM a process group, and SIGKILL whatever of it is left after grace seconds."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not group_alive(pgid):
+            return
+        time.sleep(0.02)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return

@@ -11,7 +11,6 @@ record is always written here.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable
@@ -21,27 +20,28 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..errors import RunError, StepFailed
+from ..errors import CourseError, RecordError, RunError, StepFailed
 from ..lab.load import LoadedLab, load_lab
 from ..lab.schema import step_command, step_kind
-from ..record.files import now_iso
-from ..record.models import Failure, Record, Run, RunStatus, Setup, StepRecord
+from ..record.files import describe, now_iso
+from ..record.masking import Redactor
+from ..record.models import Failure, Record, Run, RunStatus, StepRecord
 from ..record.store import Store
 from ..record.writer import RunWriter
 from .builds import ensure, record_step, releases, split_engine_specs, step_env
 from .display import Display, summary_table
 from .engines import overlay
 from .host import gpu_slug
-from .install import install_command, lab_requirements
+from .install import set_up
 from .lessons import lab_path
 from .lock import lesson_lock
-from .masking import Redactor
 from .options import Interrupted, Options
-from .plan import Plan, StepPlan, gpu_refusal, make_plan
+from .plan import Plan, StepPlan, make_plan
 from .process import become_subreaper
+from .python import refusal as refused
+from .python import steps_path
 from .signals import signals_as_interrupt
 from .steps import (
-    TAIL_LINES,
     Context,
     end_services,
     execute,
@@ -50,7 +50,6 @@ from .steps import (
     mark_failed,
 )
 from .target import ConnectionLost, Host, HostReport, Target
-from .terminal import clean, tail
 
 TargetFactory = Callable[[str | None], Target]
 
@@ -59,8 +58,17 @@ def run_lesson(
     root: Path, lesson: str, options: Options, console: Console, targets: TargetFactory
 ) -> Run | Plan | None:
     """Run a lesson's lab and record it; the finished run, the plan (dry run), or None (nothing to
-    do).
+    do). An OSError (a full disk, a read-only folder) is a RunError naming the path.
     """
+    try:
+        return _run_lesson(root, lesson, options, console, targets)
+    except OSError as exc:
+        raise RunError(f"course run {lesson}: {describe(exc)}") from None
+
+
+def _run_lesson(
+    root: Path, lesson: str, options: Options, console: Console, targets: TargetFactory
+) -> Run | Plan | None:
     loaded = load_lab(lab_path(root, lesson))
     store = Store(root / "build")
     become_subreaper()  # the steps' orphans come back to us, to be collected, not left as zombies
@@ -119,7 +127,9 @@ def _run_on(
         facts = query.result()
     engine = {**facts.engine, **versions}
     plan = _plan(loaded, history, engine, facts, options)
-    refusal = gpu_refusal(loaded, plan, facts.host.gpu is not None, host.label)
+    refusal = _no_python(loaded, facts, host) or refused(
+        loaded, plan, facts, None if options.setup else engine, host.label
+    )
     if options.dry_run:
         if refusal:
             console.print(
@@ -130,11 +140,11 @@ def _run_on(
         raise RunError(f"refused, nothing was run: {refusal}")  # before anything, set-up included
     setup = None
     if options.setup:
-        setup = _setup(host, loaded, options, console, redact)
+        setup = set_up(host, loaded, options, console, redact)
         facts = host.facts(lab.python, lab.engine, loaded.folder, extra_env)  # what it installed
         engine = {**facts.engine, **versions}
         plan = _plan(loaded, history, engine, facts, options)
-        refusal = gpu_refusal(loaded, plan, facts.host.gpu is not None, host.label)
+        refusal = refused(loaded, plan, facts, engine, host.label)
         if refusal:
             raise RunError(f"refused after --setup, no step was run: {refusal}")
     if not plan.to_run:
@@ -157,6 +167,7 @@ def _run_on(
                 lesson=lesson, title=lab.title, run_id=run_id, status="running", started=now_iso(),
                 lab_file=f"lab/{lesson}/lab.yml",
                 host=facts.host.model_copy(update={"setup": setup}), engine=engine,
+                note=options.note,
                 options={"force": options.force, "only": options.only, "from": options.from_step,
                          "on": host.label, "resume": resumed.run_id if resumed else None,
                          "engine": list(options.engine)},
@@ -167,6 +178,8 @@ def _run_on(
             with host.workspace(loaded.folder, lesson, loaded.included) as ws, display:
                 lock.folder(ws.scratch)
                 env = {**_base_env(host, options, lesson, run_id), **extra_env}
+                if host.label == "local":  # lab.yml's python: as the steps' python3
+                    env.update(steps_path(loaded, ws.scratch, env.get("PATH", os.defpath)))
                 ctx = Context(loaded, writer, host, ws, display, env, redact)
                 ctx.track = lambda proc: lock.group(*proc.group) if proc.group else None
                 failure: Failure | None = None
@@ -183,64 +196,62 @@ def _run_on(
                     failure = Failure(step=_current(record), message=f"interrupted ({exc})")
                     raise
                 except BaseException as exc:
-                    message = redact(f"{type(exc).__name__}: {exc}")
+                    said = (
+                        str(exc) if isinstance(exc, CourseError) else f"{type(exc).__name__}: {exc}"
+                    )
+                    message = redact(said)
                     failure = Failure(step=_current(record), message=message)
                     raise
                 finally:
                     signals.clean_up()  # a second Ctrl-C must not cut this short
-                    kill_services(ctx)
+                    try:
+                        kill_services(ctx)
+                    except RecordError as exc:  # its log could not be written (a full disk)
+                        failure = failure or Failure(step=_current(record), message=str(exc))
                     record.seconds = round(time.monotonic() - t0, 3)
                     done = {r.id for r in record.steps}
                     for sp in plan.steps:
                         if sp.step.id not in done:
                             record.steps.append(_base_record(sp, redact, "not-run"))
                     if failure is not None:
-                        writer.finish("failed", failure)
+                        _finish(writer, "failed", failure)
                 status: RunStatus = "ok" if plan.complete() else "partial"
-                run = writer.finish(status)
+                run = _finish(writer, status)
     console.print(summary_table(run))
     return run
 
 
-def _setup(
-    host: Host, loaded: LoadedLab, options: Options, console: Console, redact: Redactor
-) -> Setup:
-    """Install the lab's requirements with the host's uv or pip; how long it took, for the
-    record.
-    """
-    requirements = lab_requirements(loaded.folder)
-    if not requirements:
-        console.print(
-            f"--setup: {loaded.display_path()} names no requirements "
-            "(pyproject.toml, requirements.txt)"
-        )
-        return Setup(seconds=0.0)
-    command = install_command(loaded.lab.python, requirements)
-    with Display(console, redact, options.quiet) as display:
-        display.note(
-            f"── setup: installing {len(requirements)} requirements on {host.label}", "bold cyan"
-        )
-        env = {**host.environment(), **options.env, "PYTHONUNBUFFERED": "1"}
-        proc = host.spawn(command, None, env, lambda t: display.output("setup", t))
-        try:
-            code = proc.wait(3600)
-        except ConnectionLost as exc:
-            raise RunError(f"--setup on {host.label}: {exc}") from None
-        finally:
-            proc.end()
-    output = clean(proc.output)
-    if code != 0:
-        lines = "\n".join(f"  | {redact(line)}" for line in tail(output, TAIL_LINES))
-        raise RunError(
-            f"--setup on {host.label}: installing {', '.join(requirements)} failed "
-            f"(status {code}):\n{lines}"
-        )
-    installer = re.search(r"^installer: (.+)$", output, re.MULTILINE)
-    return Setup(
-        seconds=round(proc.seconds, 3),
-        requirements=requirements,
-        installer=installer.group(1).strip() if installer else None,
+def _no_python(loaded: LoadedLab, facts: HostReport, host: Host) -> str | None:
+    """Why the lab's interpreter cannot run its steps on the host, or None when it can."""
+    if facts.host.python != "not found":
+        return None
+    return (
+        f"{loaded.display_path()}: python: '{loaded.lab.python}' is not found on {host.label} "
+        "(or does not run); name the lab's interpreter there, such as python3"
     )
+
+
+def _trouble(ctx: Context, exc: OSError | RecordError) -> str:
+    """What an OSError during a step means: its path; a scratch folder that a step removed."""
+    said = describe(exc) if isinstance(exc, OSError) else str(exc)
+    if not ctx.ws.local.is_dir():
+        said += f" (the lab's scratch folder {ctx.ws.local} is gone: did a step remove it?)"
+    return said
+
+
+def _finish(writer: RunWriter, status: RunStatus, failure: Failure | None = None) -> Run:
+    """Finish the record; when it cannot be written, remove what was written of it and say so."""
+    try:
+        return writer.finish(status, failure)
+    except RecordError as exc:
+        writer.discard()
+        why = (
+            f" It had failed: {failure.message}" if failure and failure.message != str(exc) else ""
+        )
+        raise RunError(
+            f"{exc}. The run {writer.record.run_id} is not recorded: its unfinished folder "
+            f"{writer.folder} was removed; earlier runs are untouched.{why}"
+        ) from None
 
 
 def _say(console: Console) -> Callable[[str], None]:
@@ -339,6 +350,10 @@ def _execute(ctx: Context, plan: Plan) -> None:
         except StepFailed as exc:
             mark_failed(ctx, rec, exc)
             raise
+        except (OSError, RecordError) as exc:  # a full disk, a read-only build/, a folder gone
+            failed = ctx.fail(step.id, _trouble(ctx, exc), "")
+            mark_failed(ctx, rec, failed)
+            raise failed from None
         except Interrupted as exc:
             rec.error = f"interrupted ({exc}) while the step ran"
             raise

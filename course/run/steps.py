@@ -19,11 +19,11 @@ from typing import TypeVar
 from ..errors import StepFailed
 from ..lab.load import LoadedLab
 from ..lab.schema import AnyStep, RunStep, StartStep, StopStep, step_kind
+from ..record.masking import MaskError, Redactor
 from ..record.models import StepRecord
 from ..record.writer import RunWriter
 from .capture import capture_values
 from .display import Display
-from .masking import MaskError, Redactor
 from .target import Host, Process, Workspace
 from .terminal import clean, tail, transcript
 
@@ -64,6 +64,20 @@ class Context:
         )
         self.track(proc)
         return proc
+
+    def end(self, step_id: str, proc: Process, grace: float = 3.0) -> None:
+        """End a step's processes; say which ones it had to end outside the step's group."""
+        proc.end(grace)
+        if proc.stragglers:
+            count = len(proc.stragglers)
+            noun = "process" if count == 1 else "processes"
+            shown = self.redact(", ".join(proc.stragglers))
+            self.display.note(
+                f"step '{step_id}': ended {count} {noun} it left running outside its process "
+                f"group: {shown}",
+                "yellow",
+            )
+            proc.stragglers = []  # said once
 
     def fail(self, step_id: str, what: str, output: str) -> StepFailed:
         """The error for a failed step: the lab file, the step, what was expected, its last
@@ -124,7 +138,7 @@ def check_services(ctx: Context, current: str) -> None:
     for sid, service in ctx.services.items():
         code = service.proc.poll()
         if code is not None:
-            service.proc.end()
+            ctx.end(sid, service.proc)
             raise ctx.fail(
                 sid,
                 f"the service died (exit status {code}) while step '{current}' ran; "
@@ -144,7 +158,7 @@ def run_command(ctx: Context, step: RunStep, rec: StepRecord) -> None:
             limit = POLL if ctx.services else max(0.0, min(1.0, step.timeout - proc.seconds) + 0.01)
             code = proc.wait(limit)
             if code is None and proc.seconds > step.timeout:
-                proc.end()
+                ctx.end(step.id, proc)
                 raise ctx.fail(
                     step.id,
                     f"timed out after {step.timeout:g} s (timeout: {step.timeout:g} s)",
@@ -152,11 +166,11 @@ def run_command(ctx: Context, step: RunStep, rec: StepRecord) -> None:
                 )
             check_services(ctx, step.id)
     except BaseException:
-        proc.end()
+        ctx.end(step.id, proc)
         text = ctx.redact(transcript(step.run, proc.output))
         rec.transcript = ctx.writer.write_transcript(step.id, text)
         raise
-    proc.end()  # anything the command left running in its group
+    ctx.end(step.id, proc)  # anything the command left running, in its group or outside
     rec.exit_code = code
     rec.transcript = ctx.writer.write_transcript(
         step.id, ctx.redact(transcript(step.run, proc.output))
@@ -183,16 +197,25 @@ def collect(ctx: Context, step: RunStep | StartStep, rec: StepRecord, output: st
         if source is None:
             misses.append(f"file '{rel}' (listed under files) is outside the lab folder")
         elif not source.is_file():
-            misses.append(f"file '{rel}' (listed under files) was not produced")
+            misses.append(f"file '{rel}' (listed under files) {_not_a_file(source)}")
         else:
             try:
-                mask = functools.partial(ctx.redact.kept, name=rel)
+                mask = functools.partial(ctx.redact.kept_file, name=rel)
                 kept = ctx.writer.keep_file(step.id, source, rel, mask)
                 rec.files.append(kept)
             except MaskError as exc:
                 misses.append(str(exc))
     if misses:
         raise ctx.fail(step.id, "; ".join(misses), output)
+
+
+def _not_a_file(path: Path) -> str:
+    """Why a kept path cannot be kept: it is missing, or not a regular file."""
+    if path.is_dir():
+        return "is a folder, not a file (list the files in it)"
+    if path.exists():
+        return "is not a regular file (a FIFO, socket or device); only files are kept"
+    return "was not produced"
 
 
 def inside(folder: Path, rel: str) -> Path | None:
@@ -220,7 +243,7 @@ def start_service(ctx: Context, step: StartStep, rec: StepRecord) -> None:
             )
     proc = ctx.spawn(step.id, step.start, env, f"service:{step.id}")
     ctx.services[step.id] = Service(step, proc, rec, env)
-    expected = f"GET {ready.url} to answer 2xx" if ready.url else f"a line matching {ready.log!r}"
+    expected = f"GET {url} to answer 2xx" if url else f"a line matching {ready.log!r}"
     last = "no answer yet"
     while True:
         code = proc.poll()
@@ -260,7 +283,7 @@ def stop_service(ctx: Context, step: StopStep, rec: StepRecord) -> None:
 
 def finish_service(ctx: Context, service: Service) -> None:
     """End a service's process group and record its log and captures under its start step."""
-    service.proc.end(grace=5.0)
+    ctx.end(service.step.id, service.proc, grace=5.0)
     rec, step = service.record, service.step
     rec.exit_code = service.proc.poll()
     text = ctx.redact(transcript(step.start, service.proc.output))
@@ -284,6 +307,6 @@ def kill_services(ctx: Context) -> None:
     """After a failure: end every service still up and keep its log; nothing is captured."""
     for sid in list(ctx.services):
         service = ctx.services.pop(sid)
-        service.proc.end(grace=2.0)
+        ctx.end(sid, service.proc, grace=2.0)
         text = ctx.redact(transcript(service.step.start, service.proc.output))
         service.record.transcript = ctx.writer.write_transcript(sid, text)

@@ -13,8 +13,10 @@ there, and files the runner reads (kept files, JSON captures) are fetched into `
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -24,6 +26,7 @@ from typing import Any, Protocol
 
 from ..errors import RunError
 from ..lab.files import IGNORED_PARTS
+from ..record.files import describe
 from ..record.models import HostFacts
 from . import host as host_module
 from . import procfs
@@ -69,6 +72,9 @@ class Process(Protocol):
 
     def wait(self, timeout: float) -> int | None:
         """Wait up to timeout seconds for the exit; the exit status or None."""
+
+    stragglers: list[str]
+    """After `end`: the processes outside its group that it had to end, as 'pid N (command)'."""
 
     def end(self, grace: float = 3.0) -> None:
         """End the whole process group (SIGTERM, SIGKILL after grace) and collect the output."""
@@ -132,8 +138,8 @@ class Host(Protocol):
     def workspace(
         self, folder: Path, lesson: str, included: Mapping[str, Path]
     ) -> AbstractContextManager[Workspace]:
-        """A fresh copy of the lab folder (plus the files it includes, by name) on the host,
-        removed afterwards."""
+        """A fresh copy of the lab folder (plus the files it includes, by their names in it:
+        `shared.py`, `labkit/timing.py`) on the host, removed afterwards."""
 
 
 class Target(Protocol):
@@ -215,12 +221,39 @@ class LocalHost:
         scratch = parent / lesson
         with removed_if_we_die(parent):
             try:
-                shutil.copytree(folder, scratch, ignore=copy_ignore, symlinks=True)
-                for name, source in included.items():
-                    shutil.copyfile(source, scratch / name)
+                try:
+                    shutil.copytree(folder, scratch, ignore=copy_ignore, symlinks=True)
+                    for name, source in included.items():
+                        (scratch / name).parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(source, scratch / name)
+                    writable(scratch)  # a read-only lab folder gives a scratch copy to work in
+                except OSError as exc:
+                    raise RunError(
+                        f"could not copy the lab folder {folder} to {scratch}: {describe(exc)}"
+                    ) from None
                 yield LocalWorkspace(scratch, parent)
             finally:
-                shutil.rmtree(parent, ignore_errors=True)
+                remove_tree(parent)
+
+
+def writable(folder: Path) -> None:
+    """Let the owner write every folder and file under `folder` (links are left alone)."""
+    for current, dirs, files in os.walk(folder):
+        for name in [current, *(os.path.join(current, n) for n in dirs + files)]:
+            mode = os.lstat(name).st_mode
+            if not stat.S_ISLNK(mode):
+                wanted = mode | (0o700 if stat.S_ISDIR(mode) else 0o600)
+                if wanted != mode:
+                    os.chmod(name, stat.S_IMODE(wanted))
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove a folder, also when a step left parts of it read-only."""
+    shutil.rmtree(folder, ignore_errors=True)
+    if os.path.lexists(folder):
+        with contextlib.suppress(OSError):
+            writable(folder)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass

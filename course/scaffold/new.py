@@ -1,4 +1,5 @@
-"""`course new LESSON [--part N]`: a new lesson that runs and builds at once, on any machine.
+"""`course new LESSON [--part N [--part-title T]]`: a new lesson that runs and builds at once, on
+any machine.
 
     new_lesson(root, "demo", part=2)
 
@@ -27,6 +28,7 @@ from ..errors import LabError, PageError
 from ..lab.load import load_lab
 from ..lab.schema import SCHEMA_FILE, STEP_ID, json_schema
 from ..pages.lessons import lesson_pages
+from ..pages.outline import OUTLINE, load_outline, part_label
 from ..pages.outline_edit import add_lesson
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -58,17 +60,24 @@ class NewLesson:
 
 
 def new_lesson(
-    root: Path, lesson: str, part: int | None = None, title: str | None = None
+    root: Path,
+    lesson: str,
+    part: int | None = None,
+    title: str | None = None,
+    part_title: str | None = None,
 ) -> NewLesson:
-    """Write a new lesson's lab, page, data file and figure; LabError when it cannot be made."""
+    """Write a new lesson's lab, page, data file and figure; LabError when it cannot be made.
+
+    A part the outline does not have yet needs `part_title`; a part it has keeps its title.
+    """
     shown = f"lab/{lesson}"
     if not re.match(STEP_ID, lesson):
         raise LabError(
             shown,
             [f"'{lesson}' is not a lesson name: lowercase letters, digits and '-', e.g. demo"],
         )
-    title = title or lesson.replace("-", " ").capitalize()
-    place = placement(root, part)
+    given_title, title = title, title or lesson.replace("-", " ").capitalize()
+    place = placement(root, part, part_title)
     values = {
         "__LESSON__": lesson,
         "__TITLE__": title,
@@ -86,6 +95,9 @@ def new_lesson(
     if taken:
         names = ", ".join(str(p.relative_to(root)) for p in taken)
         raise LabError(shown, [f"lesson '{lesson}' exists already ({names}); pick another name"])
+    part_problem = new_part_problem(root, lesson, place.part, part_title, given_title)
+    if part_problem:
+        raise LabError(shown, [part_problem])
     for target, template in planned.items():
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(fill(template.read_text(encoding="utf-8"), values), encoding="utf-8")
@@ -103,8 +115,9 @@ def fill(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def placement(root: Path, part: int | None) -> Placement:
-    """The part a new lesson joins (default: the course's last part, else 1) and its number."""
+def placement(root: Path, part: int | None, part_title: str | None = None) -> Placement:
+    """The part a new lesson joins (default: the course's last part, else 1) and its number; a
+    part no lesson is in yet is labelled with `part_title`, when given."""
     docs = root / "docs"
     known: dict[int, tuple[str, list[int]]] = {}
     for page in lesson_pages(docs) if docs.is_dir() else []:
@@ -117,8 +130,34 @@ def placement(root: Path, part: int | None) -> Placement:
     chosen = part if part is not None else max(known, default=1)
     if chosen < 1:
         raise LabError("lab", [f"--part {chosen}: parts are numbered from 1"])
-    label, taken = known.get(chosen, (f"Part {chosen}", []))
+    outlined = {p.number: p.label for p in load_outline(docs).parts} if docs.is_dir() else {}
+    label = outlined.get(chosen) or part_label(chosen, part_title)
+    label, taken = known.get(chosen, (label, []))
     return Placement(chosen, label, f"{chosen}.{max(taken, default=0) + 1}")
+
+
+def new_part_problem(
+    root: Path, lesson: str, part: int, part_title: str | None, title: str | None
+) -> str | None:
+    """What is wrong with the part a new lesson asks for: a part the outline lacks, without a
+    title; a title given for a part that has one already. None when all is well."""
+    docs = root / "docs"
+    parts = {p.number: p for p in load_outline(docs).parts} if docs.is_dir() else {}
+    again = f"course new {lesson} --part {part}{' --title ' + json.dumps(title) if title else ''}"
+    if part not in parts and not (part_title or "").strip():
+        listed = ", ".join(p.label for p in parts.values()) or "none yet"
+        return (
+            f"part {part} is not in the course's outline, docs/{OUTLINE} (its parts: {listed}); "
+            f'a new part needs a title: {again} --part-title "..."'
+        )
+    existing = parts.get(part)
+    if existing is not None and part_title is not None and part_title != existing.title:
+        named = f"'{existing.title}'" if existing.title else "no title"
+        return (
+            f"--part-title: part {part} exists already, with {named}; leave --part-title out, or "
+            f"change the part's title in docs/{OUTLINE}"
+        )
+    return None
 
 
 def register_lesson(root: Path, lesson: str, place: Placement, title: str) -> str:

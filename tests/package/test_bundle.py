@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from support import LESSON, REPO, SITE_FIXTURE, STEM
+from support import COURSE, LESSON, REPO, SITE_FIXTURE, STEM, make_project
 
 from course.package.bundle import Entry, lab_listing, safe_name, write_zip, zip_date
 
@@ -30,6 +30,8 @@ EXPECTED = [
     f"{STEM}/lab/size.py",
     f"{STEM}/{STEM}.pdf",
 ]
+SECRET = "s3cr3t-Value-42"
+HF = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +216,41 @@ def test_start_here_names_the_labs_own_requirements(tmp_path: Path) -> None:
     assert lab_spec(tmp_path) == ".[all]"
     repo_lab = REPO / "lab" / "kv-cache"
     assert lab_spec(repo_lab) == ".[all]"
+
+
+def test_the_zip_takes_what_git_tracks_never_a_dotfile_and_masks_secrets(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    lab = root / "lab" / LESSON
+    (lab / "token.py").write_text(f'EXAMPLE = "{HF}"  # a token pasted by mistake\n')
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "lab"], check=True)
+    (lab / ".env").write_text(f"MY_API_KEY={SECRET}\n")  # untracked, and a dotfile
+    (lab / "notes.py").write_text(f"print('{SECRET}')\n")  # untracked
+    (lab / ".secrets").mkdir()
+    (lab / ".secrets" / "key.txt").write_text(SECRET)
+    subprocess.run([*git, "add", "-f", "lab/tiny-cache/.secrets/key.txt"], check=True)
+    done = subprocess.run(
+        [*COURSE, "--root", str(root), "build"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MY_API_KEY": SECRET, "COLUMNS": "300"},
+    )
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        "warning: lab/tiny-cache/.env: a dotfile (it may hold secrets), so not in the zip",
+        "warning: lab/tiny-cache/notes.py: not tracked by git, so not in the zip (git add it)",
+        "warning: lab/tiny-cache/.secrets/key.txt: a dotfile (it may hold secrets), so not in "
+        "the zip",
+        "warning: lesson 'tiny-cache': lab/token.py: a secret, masked in the zip's copy",
+    ]
+    with zipfile.ZipFile(root / "site" / "downloads" / f"{STEM}.zip") as archive:
+        names = archive.namelist()
+        data = b"".join(archive.read(n) for n in names)
+        token = archive.read(f"{STEM}/lab/token.py").decode()
+    assert f"{STEM}/lab/.env" not in names and f"{STEM}/lab/notes.py" not in names
+    assert token == 'EXAMPLE = "***"  # a token pasted by mistake\n'
+    assert SECRET.encode() not in data and HF.encode() not in data

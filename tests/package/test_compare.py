@@ -23,7 +23,7 @@ from support import COURSE, REPO
 from course.lab.load import LoadedLab, load_lab
 from course.package import compare_lab
 from course.package.bundle import bundle_entries
-from course.package.cards import CARDS
+from course.package.cards import rental_cards
 from course.package.expected import (
     compare_files,
     compare_runs,
@@ -33,6 +33,8 @@ from course.package.expected import (
 )
 from course.record.models import Run
 from course.record.store import Store
+
+CARDS = rental_cards(REPO)
 
 LESSON = "kv-cache"
 BANDWIDTH = 1008 / 4800  # RTX 4090 over H200, from their datasheets
@@ -110,6 +112,9 @@ def project_with(tmp_path: Path, h200: Run) -> Path:
         ignore=shutil.ignore_patterns("results", "__pycache__"),
     )
     shutil.copytree(h200.folder, root / "build" / LESSON / h200.run_id)
+    # the course's facts: the table of cards a comparison scales by
+    common = root / "lab" / "common"
+    shutil.copytree(REPO / "lab" / "common", common, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
 

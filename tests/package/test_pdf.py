@@ -10,11 +10,10 @@ import html
 import re
 import shutil
 import subprocess
-import zlib
 from pathlib import Path
 
 import pytest
-from support import LESSON, STEM, WIDE_LINE
+from support import LESSON, STEM, WIDE_LINE, inflated
 
 from course.errors import PageError
 from course.package.document import Cover, PrintMeta
@@ -46,18 +45,6 @@ def text(pdf_file: Path) -> str:
 
 def poppler(*args: str) -> str:
     return subprocess.run(args, capture_output=True, text=True, check=True).stdout
-
-
-def inflated(pdf: Path) -> bytes:
-    """The PDF's bytes with its compressed streams (object streams included) inflated."""
-    data = pdf.read_bytes()
-    parts = [data]
-    for match in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.DOTALL):
-        try:
-            parts.append(zlib.decompress(match.group(1)))
-        except zlib.error:
-            continue
-    return b"\n".join(parts)
 
 
 def flat(text: str) -> str:

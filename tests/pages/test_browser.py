@@ -123,7 +123,7 @@ def test_progress_survives_reload_and_instant_navigation(page: object, base: str
     # away to the authors' side and back through Material's instant navigation (no full reload)
     page.evaluate("window.__marker = 1")  # type: ignore[attr-defined]
     page.locator(".md-tabs__link", has_text="For authors").click()  # type: ignore[attr-defined]
-    page.wait_for_url("**/authors/freshness/")  # the first authors' page: no order given  # type: ignore[attr-defined]
+    page.wait_for_url("**/authors/engine-release/")  # the first authors' page: no order given  # type: ignore[attr-defined]
     page.locator(".md-tabs__link", has_text="Course").click()  # type: ignore[attr-defined]
     page.wait_for_url(base)  # type: ignore[attr-defined]
     page.locator(".course-lesson__title a", has_text="1.1 A tiny cache").click()  # type: ignore[attr-defined]

@@ -8,7 +8,8 @@ import pytest
 
 from course.pages.claims import check_claim, plain_text
 from course.pages.format import format_number
-from course.record.quantity import ExprError, Expression, Quantity
+from course.record.expression import Expression
+from course.record.quantity import ExprError, Quantity
 
 RECORD = {
     "size.bytes_per_token": Quantity(114688, "B", ("size.bytes_per_token",), True),

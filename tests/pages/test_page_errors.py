@@ -23,6 +23,7 @@ A missing value: {{ value("decode.tps_medium") }}. A missing step: {{ value("pre
 {{ figure("tiny_cache", alt="Rises to {decode.tps_longest:0} tokens a second.") }}
 {{ terminal("decode", lines="3-40") }}
 {{ listing("nope.py") }}
+A typed card: {{ fact("cards.rtx-4090.torch_totl") }}.
 """  # noqa: E501 - page lines as an author writes them
 
 UNRECORDED = """---
@@ -66,6 +67,10 @@ EXPECTED = [
     "  - terminal('decode', lines='3-40'): lines='3-40': '3-40' is outside the output's 14 lines",
     "  - listing('nope.py'): no file 'nope.py' in lab/tiny-cache/ (its files: decode.py, lab.yml, "
     "size.py)",
+    (
+        "  - fact('cards.rtx-4090.torch_totl'): no fact 'cards.rtx-4090.torch_totl' in "
+        "lab/common/labkit/facts.toml (did you mean 'cards.rtx-4090.torch_total'?)"
+    ),
     (
         f"  - check('slower'): check 'slower' needs exactly one option whose 'when' holds for run "
         f"{RUN}; "
@@ -120,7 +125,7 @@ def test_the_build_fails_once_listing_every_problem(broken: Path) -> None:
     with pytest.raises(PageError) as caught:
         build_site(broken, broken / "site")
     message = str(caught.value)
-    assert message.startswith("the site did not build:\n10 problems in 2 pages:")
+    assert message.startswith("the site did not build:\n11 problems in 2 pages:")
     assert sorted(_lines(message)) == sorted(EXPECTED)
 
 
@@ -134,7 +139,7 @@ def test_course_check_reports_the_same_problems_fast(broken: Path) -> None:
         env={**os.environ, "COLUMNS": "400"},
     )
     assert done.returncode == 1
-    assert done.stderr.startswith("error: 10 problems in 2 pages:")
+    assert done.stderr.startswith("error: 11 problems in 2 pages:")
     assert sorted(_lines(done.stderr)) == sorted(EXPECTED)
     assert time.perf_counter() - started < 10
 

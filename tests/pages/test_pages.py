@@ -18,10 +18,33 @@ from support import OLDER, REPO, RUN, make_project
 
 from course.site import BuildResult, build_site, check_site
 
+FACTS = """
+## Facts
+
+PyTorch sees {{ fact("cards.rtx-4090.torch_total") }}, nvidia-smi
+{{ fact("cards.rtx-4090.smi_total", unit="GiB", decimals=2) }}; vLLM takes
+{{ fact("engines.vllm.gpu_memory_utilization", percent=True, decimals=0) }} of it. An H200 hour:
+{{ fact("cards.h200.prices.runpod-community") }}. Key-value heads:
+{{ fact("models.qwen3-8b.num_key_value_heads") }}. Measured: {{ fact("cards.h200.torch_total", unit="GiB") }}.
+"""  # noqa: E501 - page lines as an author writes them
+FACT = re.compile(
+    r'<span class="course-value course-fact" data-fact="([^"]*)" title="([^"]*)">(.*?)</span>'
+)
+INLINE = """
+
+## Inline claims
+
+Decoding at 4,096 tokens is {% call claim("decode.tps_short > decode.tps_long") %}slower than at
+128{% endcall %}, as the chat grows, and the short run is
+{{ claim("decode.tps_short > decode.tps_long", "the faster one") }} of the two.
+"""
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
     root = make_project(tmp_path_factory.mktemp("pages") / "project")
+    tiny = root / "docs" / "part-1" / "tiny.md"
+    tiny.write_text(tiny.read_text(encoding="utf-8") + FACTS + INLINE, encoding="utf-8")
     return build_site(root, root / "site")
 
 
@@ -83,6 +106,36 @@ def test_values_are_formatted_and_name_their_source(built: BuildResult) -> None:
     assert product.split() == [f"{RUN}/size.bytes_per_token", f"{RUN}/size.tokens"]
 
 
+def test_facts_are_formatted_like_values_with_source_and_date(built: BuildResult) -> None:
+    found = {
+        name: (html.unescape(title), html.unescape(text))
+        for name, title, text in FACT.findall(section(article(built, "part-1/tiny"), "facts"))
+    }
+    nbsp = "\u00a0"
+    assert {name: text for name, (_, text) in found.items()} == {
+        "cards.rtx-4090.torch_total": f"23.52{nbsp}GiB",
+        "cards.rtx-4090.smi_total": f"23.99{nbsp}GiB",
+        "engines.vllm.gpu_memory_utilization": f"92{nbsp}%",
+        "cards.h200.prices.runpod-community": "$3.59",
+        "models.qwen3-8b.num_key_value_heads": "8",
+        "cards.h200.torch_total": f"139.8{nbsp}GiB",
+    }
+    title = {name: title for name, (title, _) in found.items()}
+    assert title["cards.h200.torch_total"].startswith(
+        "measured in run 2026-11-30T055036Z-h200 (gpu-memory, paged.total), 30 November 2026."
+    )
+    assert title["engines.vllm.gpu_memory_utilization"].startswith(
+        "https://github.com/vllm-project/vllm/pull/38284, read 1 December 2026."
+    )
+    assert title["cards.h200.prices.runpod-community"] == (
+        "RunPod, H200, community cloud, per GPU-hour; https://www.runpod.io/pricing,"
+        " read 25 September 2026"
+    )
+    assert title["models.qwen3-8b.num_key_value_heads"] == (
+        "https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json, read 29 November 2026"
+    )
+
+
 def test_thousands_separators_can_be_turned_off(built: BuildResult) -> None:
     assert "202\u00a0tok/s" in shown(article(built, "part-1/tiny"), f"{RUN}/decode.tps_long")
 
@@ -98,8 +151,19 @@ def test_every_number_in_a_claim_comes_from_the_record(built: BuildResult) -> No
     claims = re.findall(
         r'<span class="course-claim" data-claim="([^"]*)" data-claim-state="(\w+)">', text
     )
-    assert len(claims) == 5 and {state for _, state in claims} == {"holds"}
+    assert len(claims) == 7 and {state for _, state in claims} == {"holds"}
     assert html.unescape(claims[0][0]) == "decode.tps_short > decode.tps_long"
+
+
+def test_a_claim_inside_a_sentence_stays_in_its_paragraph(built: BuildResult) -> None:
+    text = section(article(built, "part-1/tiny"), "inline-claims")
+    paragraphs = re.findall(r"<p>(.*?)</p>", text, re.DOTALL)  # then the page's "Next"
+    words = re.sub(r"<[^>]+>", "", paragraphs[0]).split()
+    assert " ".join(words) == (
+        "Decoding at 4,096 tokens is slower than at 128, as the chat grows, and the short run is "
+        "the faster one of the two."
+    )
+    assert paragraphs[0].count('<span class="course-claim"') == 2  # one sentence, two claims
 
 
 def test_terminal_shows_prompt_command_and_escaped_output(built: BuildResult) -> None:
@@ -275,7 +339,9 @@ def test_the_built_site_loads_nothing_from_outside(built: BuildResult) -> None:
                 ]
     print("\n".join(sorted({" ".join(u[1:]) for u in urls})))  # every external URL, once
     followed = {("a", "href"), ("link rel=canonical", "href")}  # links, not loads
-    loaded = [u for u in urls if (u[1], u[2]) not in followed and u[2] != "xmlns"]
+    # an xmlns names a namespace and a title is text (a fact's tooltip names its source): neither
+    # is ever fetched
+    loaded = [u for u in urls if (u[1], u[2]) not in followed and u[2] not in ("xmlns", "title")]
     assert loaded == []
     assert not re.search(r"https?://", (built.site_dir / "assets/course.js").read_text())
     assert "fonts.googleapis" not in page(built, "")

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from support import RUN, make_project
 
+from course.errors import PageError
 from course.pages.context import Problem
-from course.pages.lessons import PageEntry, read_meta
+from course.pages.lessons import PageEntry, read_meta, scan
 from course.pages.plugin import report
 from course.pages.render import render_page
 
@@ -107,4 +108,60 @@ def test_a_nested_list_of_problems_is_indented_under_its_call() -> None:
         "      - check 'a': one",
         "      - check 'b': two",
         "  - v(): z",
+    ]
+
+
+def test_a_claim_whose_words_hold_a_blank_line_is_refused(root: Path) -> None:
+    found = problems(
+        root,
+        '\nIt is {% call claim("decode.tps_short > decode.tps_long") %}slower\n\nat length'
+        "{% endcall %}.\n",
+    )
+    assert found == [
+        "claim('decode.tps_short > decode.tps_long'): its words hold a blank line, which ends a "
+        "paragraph in the middle of the claim: a claim marks words inside a paragraph (a whole "
+        "sentence, or a phrase in the middle of one); keep its words together, or make two claims"
+    ]
+
+
+def test_a_front_matter_error_names_the_line_the_key_and_the_keys_allowed(root: Path) -> None:
+    page = root / "docs" / PAGE
+    text = page.read_text(encoding="utf-8")
+    old = "headline: {value: size.bytes_per_token, unit: KiB, label: per token}\n"
+    assert text.splitlines()[3] + "\n" == old  # line 4 of the page
+    page.write_text(
+        text.replace(old, "headline:\n  value: size.bytes_per_token\n  lable: per token\n"
+                     "  one CPU core: 1\nrun: 7\n"),
+        encoding="utf-8",
+    )  # fmt: skip
+    expected = (
+        f"docs/{PAGE}: front matter: 4 problems:\n"
+        "  - line 5: headline.label: required but missing\n"
+        "  - line 6: headline.lable: unknown key 'lable' (did you mean 'label'?); headline takes: "
+        "value, label, unit, decimals\n"
+        "  - line 7: headline.one CPU core: unknown key 'one CPU core'; headline takes: value, "
+        "label, unit, decimals\n"
+        "  - line 8: run: Input should be a valid string (got 7)"
+    )
+    with pytest.raises(PageError) as read:
+        read_meta(page, f"docs/{PAGE}")
+    assert str(read.value) == expected
+    with pytest.raises(PageError) as scanned:  # as the build and `course check` meet it
+        scan(root / "docs")
+    assert str(scanned.value) == expected
+
+
+def test_a_check_holds_one_question(root: Path) -> None:
+    edit_data(
+        root,
+        "    question: Why is there a factor 2 in the bytes per token?\n",
+        "    questions:\n      - Why is there a factor 2 in the bytes per token?\n"
+        "      - And why 8?\n",
+    )
+    (message,) = {m.split(": ", 1)[1] for m in problems(root)}
+    assert message.splitlines() == [
+        "docs/part-1/tiny.yml: 1 problem:",
+        "  - check 'why-two': a check holds one question: make each question a check of its own, "
+        "under its own id in checks:, and place each with check('id') (several in a row make a "
+        "quiz)",
     ]

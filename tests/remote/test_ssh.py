@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from support import COURSE, FIXTURES, free_port
 
+from course.lab.load import included_files
 from course.record.store import Store
 from course.remote.settings import SshSettings
 from course.remote.ssh import SshTarget
@@ -346,3 +347,23 @@ def test_a_port_in_use_on_the_host_is_named_by_the_host(sshd: Server) -> None:
             elsewhere = host.port_in_use(f"http://192.0.2.1:{port}/health")
     assert said is not None and said.startswith(f"port {port} is in use by pid {os.getpid()}: ")
     assert free is None and elsewhere is None
+
+
+def test_an_included_folder_reaches_the_host_under_its_name(sshd: Server, tmp_path: Path) -> None:
+    """`include: [../common/kit]` travels in the tar sent to the host, nested folders too."""
+    lab = tmp_path / "lab" / "user"
+    lab.mkdir(parents=True)
+    (lab / "lab.yml").write_text("lesson: user\n")
+    kit = tmp_path / "lab" / "common" / "kit"
+    (kit / "sub").mkdir(parents=True)
+    (kit / "__init__.py").write_text("")
+    (kit / "sub" / "deep.py").write_text("DEEP = 1\n")
+    settings = SshSettings(config=sshd.client_config(sshd.folder / "known_hosts"))
+    with (
+        SshTarget.parse(sshd.url, settings).connect() as host,
+        host.workspace(lab, "user", included_files(lab, ["../common/kit"])) as ws,
+    ):
+        there = Path(ws.path)
+        found = sorted(p.relative_to(there).as_posix() for p in there.rglob("*") if p.is_file())
+        assert found == ["kit/__init__.py", "kit/sub/deep.py", "lab.yml"]
+        assert (there / "kit" / "sub" / "deep.py").read_text() == "DEEP = 1\n"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -32,13 +35,8 @@ def make_wheel(folder: Path, version: str) -> Path:
     return path
 
 
-def test_engine_release_is_installed_aside_and_recorded(
-    project: Path, course: CourseRun, tmp_path: Path
-) -> None:
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    make_wheel(wheels, "1.0")
-    make_wheel(wheels, "2.0")
+def with_engine_step(project: Path) -> Path:
+    """The fixture lab with `tinyengine` among its engines and a step that imports it."""
     lab = project / "lab" / LAB / "lab.yml"
     lab.write_text(
         lab.read_text().replace("engine: [pyyaml]", "engine: [pyyaml, tinyengine]")
@@ -49,6 +47,17 @@ def test_engine_release_is_installed_aside_and_recorded(
       version: {regex: 'engine (\\S+)', type: str}
 """
     )
+    return lab
+
+
+def test_engine_release_is_installed_aside_and_recorded(
+    project: Path, course: CourseRun, tmp_path: Path
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, "1.0")
+    make_wheel(wheels, "2.0")
+    with_engine_step(project)
     first = course("run", LAB, "--engine", "tinyengine==1.0", "--wheels", str(wheels))
     assert first.returncode == 0, first.stderr
     second = course("run", LAB, "--engine", "tinyengine==2.0", "--wheels", str(wheels))
@@ -82,3 +91,48 @@ def test_engine_that_cannot_be_installed_names_itself(
     assert Store(project / "build").runs(LAB) == []
     engines = project / ".cache" / "engines"
     assert not engines.exists() or list(engines.iterdir()) == []  # no half-installed folder is left
+
+
+def test_an_engine_the_steps_python_lacks_is_refused_before_the_first_step(
+    project: Path, course: CourseRun, tmp_path: Path
+) -> None:
+    lab = with_engine_step(project)
+    refused = course("run", LAB)
+    assert refused.returncode == 1
+    python = shutil.which("python3")
+    assert python is not None
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True
+    ).stdout.strip()
+    assert refused.stderr == (
+        f"error: refused, nothing was run: {lab}: engine package 'tinyengine' (lab.yml engine:) "
+        f"is not installed for the Python that runs the steps, python3 ({python}, Python "
+        f"{version}). Either:\n"
+        f"  - install it there: {python} -m pip install tinyengine\n"
+        "  - or run course from the virtual environment that has it (source .venv/bin/activate "
+        "first): a step's python3 is the first on the PATH\n"
+        "  - or name that environment's Python in lab.yml: python: /path/to/.venv/bin/python (a "
+        "path from the lab folder, or absolute)\n"
+    )
+    assert not (project / "build" / LAB).exists()  # no step ran, nothing was recorded
+    dry = course("run", LAB, "--dry-run")
+    assert dry.returncode == 0 and "a run here would be refused" in dry.stderr
+
+    # the fix: lab.yml names a Python that has it, and the steps' python3 becomes that one
+    site = tmp_path / "site-packages"
+    (site / "tinyengine").mkdir(parents=True)
+    (site / "tinyengine" / "__init__.py").write_text('VERSION = "1.0"\n')
+    (site / "tinyengine-1.0.dist-info").mkdir()
+    (site / "tinyengine-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tinyengine\nVersion: 1.0\n"
+    )
+    tools = project / "tools"
+    tools.mkdir()
+    (tools / "python").write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
+    (tools / "python").chmod(0o755)
+    lab.write_text(lab.read_text().replace("engine: [", "python: ../../tools/python\nengine: ["))
+    done = course("run", LAB)
+    assert done.returncode == 0, done.stderr
+    (run,) = Store(project / "build").runs(LAB)
+    assert run.record.engine["tinyengine"] == "1.0"
+    assert run.record.step("engine").values["version"].value == "1.0"

@@ -4,6 +4,7 @@ valid."""
 from __future__ import annotations
 
 import base64
+import codecs
 import json
 from pathlib import Path
 from urllib.parse import quote
@@ -11,8 +12,8 @@ from urllib.parse import quote
 import pytest
 from support import CourseRun
 
+from course.record.masking import MaskError, Redactor, can_be_secret, encoded_forms, secret_values
 from course.record.store import Store
-from course.run.masking import MaskError, Redactor, can_be_secret, encoded_forms, secret_values
 
 LAB = "echo-server"
 SECRET = "s3cr3t-Value-42"
@@ -117,3 +118,75 @@ def test_a_run_records_masked_values_read_from_the_real_output(
         assert leak not in everything and leak not in done.stderr + done.stdout
     transcript = (run.folder / "steps/warm.txt").read_text()
     assert "warm: false" in transcript and "token is ***, hub token ***" in transcript
+
+
+def test_secrets_in_pieces_wrapped_or_in_other_encodings_are_masked() -> None:
+    redact = Redactor([SECRET])
+    halves = f"part one: {SECRET[:8]}\npart two: {SECRET[8:]}\n"
+    assert redact(halves) == "part one: ***\npart two: ***\n"
+    assert redact(f"{SECRET[:5]}\r\n{SECRET[5:]} x") == "***\r\n*** x"
+    # a piece inside a longer word is not a piece of the secret: nothing is masked
+    plain = f"a{SECRET[:8]} {SECRET[8:]}b s3cr s3cr3t-Value-4"
+    assert redact(plain) == plain
+    wrapped = base64.encodebytes(b"x" * 50 + f":{SECRET}".encode()).decode()  # 76 columns
+    core = base64.b64encode(b"x" * 50 + f":{SECRET}".encode()).decode()[68:88]  # the secret's
+    assert core not in wrapped and core in wrapped.replace("\n", "")  # the wrap cuts it
+    assert core not in redact(wrapped).replace("\n", "")
+    utf16 = codecs.BOM_UTF16_LE + json.dumps({"t": SECRET}).encode("utf-16-le")
+    kept = redact.kept_file(utf16, "r.json")
+    assert kept.startswith(codecs.BOM_UTF16_LE) and json.loads(kept.decode("utf-16")) == {
+        "t": "***"
+    }
+    png = b"\x89PNG\r\n\x1a\n\xff\x00 no secret here"
+    assert redact.kept_file(png, "f.png") == png
+    for name, data in {
+        "latin.txt": f"caf\xe9 {SECRET}\n".encode("latin-1"),
+        "wide.txt": SECRET.encode("utf-16-be"),
+        "odd.bin": b"\xff" + SECRET.encode("utf-16-le"),
+    }.items():
+        with pytest.raises(MaskError, match=rf"^{name}: a secret is in it, and it is not UTF-8"):
+            redact.kept_file(data, name)
+    with pytest.raises(MaskError, match=r"^bad.txt: starts as UTF-16-LE but is not \(truncated"):
+        redact.kept_file(codecs.BOM_UTF16_LE + b"a\x00b", "bad.txt")
+
+
+def test_a_run_keeps_no_secret_split_wrapped_or_in_a_file_it_cannot_mask(
+    project: Path, course: CourseRun
+) -> None:
+    lab = project / "lab" / LAB / "lab.yml"
+    lab.write_text(
+        lab.read_text()
+        + """
+  - id: apart
+    run: |
+      echo "first: ${HF_TOKEN:0:8}"; echo "then: ${HF_TOKEN:8}"
+      echo "${HF_TOKEN:0:6}"; echo "${HF_TOKEN:6}"
+      printf 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx:%s' "$HF_TOKEN" | base64
+      printf '{"t": "%s"}' "$HF_TOKEN" | iconv -t UTF-16 > wide.json
+    files: [wide.json]
+  - id: latin
+    run: printf 'caf\\xe9 %s\\n' "$HF_TOKEN" > latin.txt
+    files: [latin.txt]
+"""
+    )
+    done = course("run", LAB, "--from", "apart", env={"HF_TOKEN": SECRET})
+    assert done.returncode == 1
+    said = " ".join(done.stderr.split())
+    assert (
+        "step 'latin' failed: latin.txt: a secret is in it, and it is not UTF-8 text (byte 0xe9 "
+        "at 3), so masking could break it; the file is not kept (write it as UTF-8 text)"
+    ) in said, said
+    (run,) = Store(project / "build").runs(LAB)
+    assert run.record.step("apart").status == "ok"
+    transcript = (run.folder / "steps/apart.txt").read_text()
+    assert "first: ***\nthen: ***\n***\n***\n" in transcript
+    core = base64.b64encode(b"x" * 50 + f":{SECRET}".encode()).decode()[68:88]
+    assert core not in transcript.replace("\n", "")
+    wide = (run.folder / "files/apart/wide.json").read_bytes()
+    assert json.loads(wide.decode("utf-16")) == {"t": "***"}
+    assert not (run.folder / "files/latin/latin.txt").exists()
+    for path in run.folder.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            for form in (SECRET.encode(), SECRET.encode("utf-16-le"), SECRET[8:].encode()):
+                assert form not in data, path

@@ -17,11 +17,11 @@ from support import FIXTURES, CourseRun, free_port
 from course.errors import StepFailed
 from course.lab.load import load_lab
 from course.lab.schema import StartStep
+from course.record.masking import Redactor
 from course.record.models import HashParts, Record, StepRecord
 from course.record.store import Store
 from course.record.writer import RunWriter
 from course.run.display import Display
-from course.run.masking import Redactor
 from course.run.procfs import local_port, port_message
 from course.run.steps import Context, start_service
 from course.run.target import LocalHost

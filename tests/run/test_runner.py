@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support import COURSE, CourseRun, free_port
 
+from course.pages.history import runs_table
 from course.record.store import Store
 from course.run.process import group_members
 
@@ -286,10 +287,20 @@ def test_second_run_executes_nothing_and_one_changed_file_reruns_its_steps(
     plan = course("run", LAB, "--dry-run")
     assert plan.returncode == 0 and len(runs_of(project)) == 1
     assert "changed: words.py" in plan.stdout
-    done = course("run", LAB)
+    done = course("run", LAB, "--note", "longer words")
     assert done.returncode == 0, done.stderr
     first, second = runs_of(project)
     record = Store(project / "build").get(LAB, second).record
+    assert record.note == "longer words"  # and in the run histories and course diff:
+    history = runs_table(Store(project / "build").runs(LAB), None, {}, authors=True)
+    assert "<td>longer words</td><td>words.py</td>" in history
+    assert "<td>—</td><td>first run</td>" in history
+    diff = course("diff", LAB)
+    assert diff.returncode == 0, diff.stderr
+    assert diff.stdout.splitlines()[:2] == [
+        f"{LAB}: {first} → {second}",
+        'note: — → "longer words"',
+    ]
     statuses = {s.id: s.status for s in record.steps}
     assert statuses == {
         "prepare": "reused",
@@ -446,7 +457,7 @@ def test_unknown_lesson_names_the_missing_file(course: CourseRun) -> None:
     assert "lab/no-such-lesson/lab.yml" in done.stderr and "no such file" in done.stderr
 
 
-@pytest.mark.parametrize("command", ["build", "diff", "compare", "check", "serve"])
+@pytest.mark.parametrize("command", ["build", "diff", "compare", "check", "serve", "runs"])
 def test_help_lists_every_command(command: str) -> None:
     done = subprocess.run([*COURSE, "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and f"  {command} " in done.stdout

@@ -1,5 +1,6 @@
-"""`course new demo && course run demo && course build`, exactly, on a fresh copy of the repository,
-on a machine without a GPU: the new lesson runs and builds at once."""
+"""`course new demo --part 9 --part-title "Demo part" && course run demo && course build`,
+exactly, on a fresh copy of the repository, on a machine without a GPU: the new lesson, in a new
+part, runs and builds at once."""
 
 from __future__ import annotations
 
@@ -43,9 +44,18 @@ def course(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_course_new_then_run_then_build_works_at_once(tmp_path: Path) -> None:
     root = fresh_copy(tmp_path / "clone")
-    place = placement(root, None)  # the course's last part, after its last lesson
-    made = course(root, "new", "demo")
+    untitled = course(root, "new", "demo", "--part", "9")
+    assert untitled.returncode == 1 and not (root / "lab" / "demo").exists()
+    assert (
+        "part 9 is not in the course's outline, docs/course.yml (its parts: Part 2 · The maths of "
+        'one request); a new part needs a title: course new demo --part 9 --part-title "..."'
+        in untitled.stderr
+    )
+    made = course(root, "new", "demo", "--part", "9", "--part-title", "Demo part")
     assert made.returncode == 0, made.stderr
+    place = placement(root, 9)  # the part the lesson joined: now with the lesson in it
+    assert (place.part, place.part_title, place.number) == (9, "Part 9 · Demo part", "9.2")
+    place = type(place)(9, place.part_title, "9.1")  # the new lesson's place: a new part's first
     written = re.findall(r"^wrote (\S+)$", made.stdout, re.MULTILINE)
     assert sorted(written) == [
         f"docs/part-{place.part}/demo.md",
@@ -91,7 +101,13 @@ def test_course_new_then_run_then_build_works_at_once(tmp_path: Path) -> None:
     for download in (f"lesson-{place.number}.pdf", f"lesson-{place.number}.zip"):
         assert (root / "site" / "downloads" / download).stat().st_size > 1000
     outline = (root / "docs" / "course.yml").read_text(encoding="utf-8")
-    assert "{id: demo, title: Demo}" in outline  # listed in the course's outline
+    assert "  - number: 9\n    title: Demo part\n    lessons:\n      - {id: demo, title: Demo}" in (
+        outline
+    )  # listed in the course's outline, in its new part
+    kicker = re.search(r'<p class="course-kicker">([^<]*)</p>', page)
+    assert kicker is not None and kicker.group(1).startswith("Part 9 · Demo part"), kicker
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert "Part 9 · Demo part" in home and 'href="part-9/demo/"' in home
 
     again = course(root, "new", "demo")
     assert again.returncode == 1
@@ -99,7 +115,9 @@ def test_course_new_then_run_then_build_works_at_once(tmp_path: Path) -> None:
 
 
 def test_the_new_lab_is_valid_and_named_for_editors(tmp_path: Path) -> None:
-    made = new_lesson(tmp_path, "first-steps", part=3, title="First steps: a lab")
+    made = new_lesson(
+        tmp_path, "first-steps", part=3, title="First steps: a lab", part_title="Firsts"
+    )
     lab = load_lab(tmp_path / "lab" / "first-steps" / "lab.yml")
     assert lab.lab.title == "First steps: a lab"
     kinds = [type(s).__name__ for s in lab.lab.steps]
@@ -113,8 +131,8 @@ def test_the_new_lab_is_valid_and_named_for_editors(tmp_path: Path) -> None:
     text = (tmp_path / "lab" / "first-steps" / "lab.yml").read_text()
     assert text.startswith("# yaml-language-server: $schema=../lab.schema.json\n")
     assert (tmp_path / "lab" / "lab.schema.json").is_file()
-    assert made.placement.number == "3.1" and made.placement.part_title == "Part 3"
-    assert made.outline == "listed as lesson 3.1 of Part 3 in docs/course.yml"
+    assert made.placement.number == "3.1" and made.placement.part_title == "Part 3 · Firsts"
+    assert made.outline == "listed as lesson 3.1 of Part 3 · Firsts in docs/course.yml"
     page = (tmp_path / "docs" / "part-3" / "first-steps.md").read_text()
     assert 'title: "First steps: a lab"' in page and 'number: "3.1"' in page
     assert 'figure("first_steps_latency"' in page
@@ -149,6 +167,26 @@ def test_a_new_lesson_joins_the_last_part_after_its_last_lesson(tmp_path: Path) 
     assert placement(tmp_path, 7) == placement(tmp_path, 7).__class__(7, "Part 7", "7.1")
     with pytest.raises(LabError, match="parts are numbered from 1"):
         placement(tmp_path, 0)
+
+
+def test_a_part_new_to_the_course_needs_a_title(tmp_path: Path) -> None:
+    with pytest.raises(LabError) as untitled:
+        new_lesson(tmp_path, "first-steps", part=3)
+    assert str(untitled.value) == (
+        "lab/first-steps: 1 problem:\n  - part 3 is not in the course's outline, "
+        "docs/course.yml (its parts: none yet); a new part needs a title: course new "
+        'first-steps --part 3 --part-title "..."'
+    )
+    assert not (tmp_path / "lab" / "first-steps").exists()
+    new_lesson(tmp_path, "first-steps", part=3, part_title="Firsts")
+    with pytest.raises(LabError) as retitled:
+        new_lesson(tmp_path, "second", part=3, title="Second", part_title="Seconds")
+    assert str(retitled.value) == (
+        "lab/second: 1 problem:\n  - --part-title: part 3 exists already, with 'Firsts'; leave "
+        "--part-title out, or change the part's title in docs/course.yml"
+    )
+    made = new_lesson(tmp_path, "second", part=3, title="Second")  # an existing part: no title
+    assert made.outline == "listed as lesson 3.2 of Part 3 · Firsts in docs/course.yml"
 
 
 def test_a_bad_name_or_a_taken_one_is_refused(tmp_path: Path) -> None:

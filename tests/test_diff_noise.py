@@ -1,0 +1,156 @@
+"""`course diff` separates change from noise: timed values moved beyond both runs' spread, within
+it, or judged by a tolerance when no spread was recorded; sizes and counts always listed; the lab
+inputs and host facts that differ; units a person reads; a claims table that reads at 80 columns."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import COURSE, make_timed_project, timed, write_timed_run
+
+from course.record.models import Gpu, HostFacts, Value
+from course.record.noise import Verdict, classify
+
+OLD, NEW = "2026-12-01T090000Z-cpu", "2026-12-02T090000Z-cpu"
+
+
+def plain(value: float, unit: str = "ms", type_: str = "float") -> Value:
+    return Value(value=value, type=type_, unit=unit)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two runs of the timed fixture lesson on two hosts, its script changed in between: one
+    timing moved beyond its spread, one within it, a count changed, two values without spread."""
+    root = make_timed_project(tmp_path_factory.mktemp("noise") / "project")
+    host = HostFacts(gpu=Gpu(name="NVIDIA H200", power_limit_w=700.0, sm_clock_max_mhz=1980))
+    write_timed_run(
+        root,
+        OLD,
+        {
+            "small_ms": timed(0.19, 0.17, 0.18, 0.20, 0.24),
+            "large_ms": timed(2.0, 1.9, 1.95, 2.05, 2.4),
+            "items": plain(200000, "none", "int"),
+            "large_best_ms": plain(1.9),
+            "overhead": plain(0.0002794, "s"),
+        },
+        "a" * 64,
+        host,
+    )
+    write_timed_run(
+        root,
+        NEW,
+        {
+            "small_ms": timed(0.195, 0.17, 0.185, 0.205, 0.25),  # quartiles overlap: noise
+            "large_ms": timed(2.6, 2.5, 2.55, 2.7, 3.0),  # 2.05 < 2.55: moved
+            "items": plain(200001, "none", "int"),  # a count: always listed
+            "large_best_ms": plain(1.91),  # no spread, +0.5 %: within the tolerance
+            "overhead": plain(0.0003512, "s"),  # no spread, +25.7 %: moved
+        },
+        "b" * 64,
+        host.model_copy(update={"gpu": host.gpu.model_copy(update={"power_limit_w": 500.0})}),  # type: ignore[union-attr]
+    )
+    return root
+
+
+def rows(table: str) -> list[list[str]]:
+    """A rich table's body rows as their cells, padding stripped."""
+    body = [line for line in table.splitlines() if line.startswith("│")]
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in body]
+
+
+def diff(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COURSE, "--root", str(root), "diff", "timed-sum", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+
+
+def test_diff_lists_moved_values_apart_from_noise_at_80_columns(two_runs: Path) -> None:
+    done = diff(two_runs)
+    assert done.returncode == 1, done.stderr  # the count changed: a claim on it fails
+    out = done.stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    moved = rows(out[out.index("Moved beyond their spread") : out.index("Sizes and counts")])
+    assert moved == [
+        ["time.large_ms", "2 ms", "2.600 ms", "+30.0 %", "1.950–2.050 →"],
+        ["", "", "", "", "2.550–2.700 ms"],
+        ["time.overhead", "0.2794 ms", "0.3512 ms", "+25.7 %", "none recorded"],
+    ]
+    assert "0.0002794" not in out  # seconds below one read in ms
+    counts = rows(out[out.index("Sizes and counts") : out.index("Within noise")])
+    assert counts == [["time.items", "200,000", "200,001", "+0.0 %"]]
+    noise = rows(out[out.index("Within noise") : out.index("values moved beyond")])
+    assert noise == [
+        ["time.small_ms", "0.1900 ms", "0.1950 ms", "+2.6 %", "0.1800–0.2000 →"],
+        ["", "", "", "", "0.1850–0.2050 ms"],
+        ["time.large_best_ms", "1.900 ms", "1.910 ms", "+0.5 %", "none recorded"],
+    ]
+    assert (
+        "2 values moved beyond their spread, 2 within noise, 1 sizes or counts changed, 0\n"
+        "unchanged (2 with no spread recorded, judged by a 5 % tolerance)" in out
+    )
+    assert "│ time │ changed: sum_times.py" in out  # the lab input that changed
+    host = out[: out.index("Lab inputs")]
+    assert "│ gpu.power_limit_w │ 700.0 │ 500.0 │" in host  # a host fact that explains speed
+    assert host.count("│ gpu.") == 1  # only what differs
+    claims = out[out.index("Claims") :]
+    assert "│ FAILS       │ docs/part-1/timed-sum.md:9" in claims
+    assert "│ held before │ The large list holds 200,000 numbers." in claims
+    assert "1 of 2 claims hold on" in out
+
+
+def test_diff_json_carries_the_classification(two_runs: Path) -> None:
+    data = json.loads(diff(two_runs, "--json").stdout)
+    classes = {v["name"]: (v["class"], v["no_spread"]) for v in data["values"]}
+    assert classes == {
+        "time.large_ms": ("moved", False),
+        "time.overhead": ("moved", True),
+        "time.items": ("changed", False),
+        "time.small_ms": ("noise", False),
+        "time.large_best_ms": ("noise", True),
+    }
+    assert data["counts"] == {
+        "moved": 2, "noise": 2, "changed": 1, "added": 0, "removed": 0, "unchanged": 0
+    }  # fmt: skip
+    assert data["inputs"] == [{"step": "time", "changes": "changed: sum_times.py"}]
+    assert data["tolerance"] == 0.05
+    large = next(v for v in data["values"] if v["name"] == "time.large_ms")
+    assert large["new"]["spread"] == {"n": 15, "min": 2.5, "q1": 2.55, "q3": 2.7, "max": 3.0}
+    # a wider tolerance turns the overhead into noise; the timed values keep their quartiles
+    wide = json.loads(diff(two_runs, "--json", "--tolerance", "30").stdout)
+    assert {v["name"]: v["class"] for v in wide["values"]}["time.overhead"] == "noise"
+    assert wide["counts"]["moved"] == 1
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "exact", "expected"),
+    [
+        (timed(2.0, 1.9, 1.95, 2.05, 2.4), timed(2.1, 1.9, 2.04, 2.2, 2.5), False, "noise"),
+        (timed(2.0, 1.9, 1.95, 2.05, 2.4), timed(2.1, 1.9, 2.06, 2.2, 2.5), False, "moved"),
+        (timed(2.0, 2.0, 2.0, 2.0, 2.0, 1), timed(2.001, 2.001, 2.001, 2.001, 2.001, 1), False,
+         "moved"),  # one repeat each: no width to hide in
+        (plain(2.0), timed(2.09, 1.9, 2.0, 2.2, 2.5), False, "noise"),  # no spread in one run
+        (plain(2.0), plain(2.11), False, "moved"),
+        (plain(2.0), plain(2.01), True, "changed"),  # lab.yml declares it exact
+        (plain(1024.0, "MiB"), plain(1025.0, "MiB"), False, "changed"),  # a size
+        (plain(7, "none", "int"), plain(7, "none", "int"), False, "unchanged"),
+        (None, plain(1.0), False, "added"),
+    ],
+)  # fmt: skip
+def test_classify(old: Value | None, new: Value | None, exact: bool, expected: str) -> None:
+    assert classify(old, new, exact).kind == expected
+
+
+def test_classify_converts_units_and_keeps_the_quartiles() -> None:
+    old = timed(2.0, 1.9, 1.95, 2.05, 2.4)
+    new = Value(value=0.0021, type="float", unit="s", spread=old.spread.model_copy(  # type: ignore[union-attr]
+        update={"min": 0.002, "q1": 0.00206, "q3": 0.0022, "max": 0.0025}))  # fmt: skip
+    assert classify(old, new) == Verdict("moved", ((1.95, 2.05), (2.06, 2.2)))
