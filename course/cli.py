@@ -374,7 +374,7 @@ def schema(output: Path | None) -> None:
     """Print lab.yml's JSON Schema, for editors (yaml-language-server) and other tools."""
     import json
 
-    from .lab.schema import json_schema
+    from .lab.editor_schema import json_schema
 
     text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
     if output is None:

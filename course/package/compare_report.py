@@ -1,17 +1,58 @@
 """The words of compare.py: the table of your values against the page's, its notes, a summary.
 
 The lesson zip carries this file beside compare.py (as `lab/compare_report.py`); like it, it uses
-the standard library alone. Numbers are written as the pages write them: thousands separators,
+the standard library alone, and imports nothing of compare.py (the types below are what it reads
+of compare.py's objects). Numbers are written as the pages write them: thousands separators,
 times in s, ms or µs, no exponents.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # only for the types: compare.py imports this module, not the other way
-    from .compare_lab import Gpu, Row, Theirs
+
+class Gpu(Protocol):
+    """What the report reads of a GPU (compare.py's `Gpu`): its row of the table of cards."""
+
+    @property
+    def card(self) -> dict[str, Any] | None: ...
+
+
+class Theirs(Protocol):
+    """What the report reads of the learner's side (compare.py's `Theirs`)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def gpu(self) -> Gpu | None: ...
+    @property
+    def engine(self) -> dict[str, str | None]: ...
+
+
+class Row(Protocol):
+    """One judged value (compare.py's `Row`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def step(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def page(self) -> Any: ...
+    @property
+    def theirs(self) -> Any: ...
+    @property
+    def expected(self) -> float | None: ...
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def note(self) -> str: ...
+    @property
+    def off(self) -> float | None: ...
+
 
 TOLERANCE_KINDS = ("bandwidth", "compute", "memory")
 NOT_JUDGED = ("missing", "not comparable", "not run", "not measured", "not read")
@@ -102,7 +143,7 @@ def uses_gpu(expected: dict[str, Any]) -> bool:
     return any(s.get("needs") == "gpu" for s in expected["steps"])
 
 
-def render(e: dict[str, Any], t: Theirs, rows: list[Row], page: Gpu | None) -> str:
+def render(e: dict[str, Any], t: Theirs, rows: Sequence[Row], page: Gpu | None) -> str:
     """The table (value, unit, page, yours, expected on your card, verdict), notes, summary."""
     entries = {v["name"]: v for v in e["values"]}
     needs = {s["id"]: s.get("needs") for s in e["steps"]}
@@ -158,7 +199,7 @@ def render(e: dict[str, Any], t: Theirs, rows: list[Row], page: Gpu | None) -> s
     return "\n".join([*lines, *summary(e, rows)]) + "\n"
 
 
-def summary(expected: dict[str, Any], rows: list[Row]) -> list[str]:
+def summary(expected: dict[str, Any], rows: Sequence[Row]) -> list[str]:
     """What the table says, in a few sentences."""
     lines: list[str] = []
     differ = [r for r in rows if r.kind == "exact" and r.verdict == "differs"]
@@ -197,6 +238,6 @@ def _values(count: int) -> str:
     return f"{count} value{'' if count == 1 else 's'}"
 
 
-def _steps(rows: list[Row], test: Any) -> list[str]:
+def _steps(rows: Sequence[Row], test: Any) -> list[str]:
     """The steps, in order, with a row that passes the test."""
     return list(dict.fromkeys(r.step for r in rows if test(r)))

@@ -114,10 +114,8 @@ class _Job:
     """The hash of the PDF's inputs."""
     pdf_target: Path
     pdf_reused: bool
-    markdown: str = ""
-    """The page's Markdown: its "Step N" headings number START-HERE.md's steps."""
-    guide: str | None = None
-    """The address of the course's "Before you start" page, for START-HERE.md."""
+    markdown: str = ""  # the page's Markdown: its "Step N" headings number START-HERE.md's
+    guide: str | None = None  # the address of the course's "Before you start" page
     document: PrintDocument | None = None
     """The document to print, when the kept PDF cannot be reused."""
     pdf_seconds: float = 0.0

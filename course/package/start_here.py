@@ -8,7 +8,7 @@ follows them: tests/lessons/test_learner_path.py).
 from __future__ import annotations
 
 from ..lab.load import LoadedLab
-from ..pages.facts import RENTED_CARD_BYTES, gpu_need, gpu_steps
+from ..pages.facts import RENTED_CARD, card_bytes, gpu_need, gpu_steps
 from ..pages.format import day, duration, minutes_text
 from ..pages.install import PYTHON, cpu_install_commands, install_commands, lab_spec, pins
 from ..record.models import Run
@@ -135,14 +135,17 @@ def _gpu_text(lab: LoadedLab, run: Run, machine: str, labels: dict[str, str]) ->
     need = gpu_need(run, lab)
     text = f"{len(needing)} of the {len(steps)} steps need an NVIDIA GPU (marked below)."
     if need.peak is not None and need.step is not None:
+        room = card_bytes(lab.folder.parent.parent, RENTED_CARD)  # the project's facts
         fits = (
-            "a 24 GB card such as an RTX 4090 runs every step"
-            if need.peak <= RENTED_CARD_BYTES
-            else "that is more than a 24 GB card such as an RTX 4090 holds"
+            ""
+            if room is None
+            else ": a 24 GB card such as an RTX 4090 runs every step"
+            if need.peak <= room
+            else ": that is more than a 24 GB card such as an RTX 4090 holds"
         )
         text += (
             f" They need at least {need.peak / GIB:.1f} GiB of GPU memory, the most one of them "
-            f"took on {machine} (step {labels[need.step]}): {fits}."
+            f"took on {machine} (step {labels[need.step]}){fits}."
         )
     if need.sized:
         peaks = sorted(peak / GIB for _, peak in need.sized)

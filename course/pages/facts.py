@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from ..lab.facts import FACTS_FILE, Price, load_facts
 from ..lab.load import LoadedLab
 from ..record.models import Run, Value
+from ..record.units import convert
 from .format import day, duration, minutes_text, money
 
 WORDS_PER_MINUTE = 200
@@ -213,10 +214,8 @@ def gpu_need(run: Run, lab: LoadedLab | None) -> GpuNeed:
 
 RENTED_CARD = "NVIDIA GeForce RTX 4090"
 """The card a learner rents for a lab that fits it (every lab of the course fits a 24 GB card):
-its prices price the hands-on part, the recorded GPU stays the card the numbers come from."""
-RENTED_CARD_BYTES = 23.52 * 2**30
-"""Its memory as PyTorch sees it (`torch.cuda.mem_get_info()`'s total: 23.52 GiB of nvidia-smi's
-24,564 MiB), until the course's facts file holds the cards."""
+its prices price the hands-on part, the recorded GPU stays the card the numbers come from. Its
+memory and prices are the course's facts (`card_bytes`, `card_prices`)."""
 OFFER_WORDS = {
     "community": "community cloud: GPUs of hosts RunPod has vetted, the cheaper offer",
     "secure": "secure cloud: GPUs in data centres of RunPod's partners, with stronger reliability"
@@ -231,13 +230,24 @@ def card_prices(root: Path, gpu: str) -> list[Price]:
     return list(load_prices(root).gpus.get(gpu, []))
 
 
-def rented_card(run: Run, lab: LoadedLab | None) -> str | None:
+def card_bytes(root: Path, gpu: str) -> float | None:
+    """A card's memory as PyTorch sees it (torch.cuda.mem_get_info()'s total, what a step's
+    peak must fit), in bytes, from the course's facts; None when they do not say."""
+    if not (root / FACTS_FILE).is_file():
+        return None
+    card = load_facts(root).card_named(gpu)
+    total = card.torch_total if card else None
+    return convert(float(total.value), total.unit, "B") if total else None
+
+
+def rented_card(root: Path, run: Run, lab: LoadedLab | None) -> str | None:
     """The card to price a lab's hands-on part on: the RTX 4090 unless a fixed GPU step's
-    recorded peak does not fit it (then the recorded GPU); None for a lab without GPU steps."""
+    recorded peak does not fit its memory (then the recorded GPU); None for a lab without GPU
+    steps."""
     if not gpu_steps(lab):
         return None
-    need = gpu_need(run, lab)
-    if need.peak is not None and need.peak > RENTED_CARD_BYTES:
+    need, room = gpu_need(run, lab), card_bytes(root, RENTED_CARD)
+    if need.peak is not None and room is not None and need.peak > room:
         return gpu_name(run)
     return RENTED_CARD
 

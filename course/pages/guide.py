@@ -56,7 +56,7 @@ def lab_costs(ctx: PageContext) -> str:
     offers: list[str] = []
     for lesson, lab, run in _labs(ctx):
         spent = facts.hands_on(run, lab).total
-        card = facts.rented_card(run, lab)
+        card = facts.rented_card(ctx.root, run, lab)
         need = facts.gpu_need(run, lab)
         memory = (
             f"{need.peak / 2**30:.1f} GiB"

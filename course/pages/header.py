@@ -91,7 +91,7 @@ def hardware_and_cost(page: PageContext, seconds: float) -> str:
     prices (the words of the offers explained), and what the hands-on part costs on it."""
     run, lab = page.run, page.lab
     recorded = facts.gpu_name(run)
-    rented = facts.rented_card(run, lab)
+    rented = facts.rented_card(page.root, run, lab)
     guide = f'<a href="{page.to_root()}{BEFORE_YOU_START}">Before you start</a>'
     if rented is None:
         return html.escape(facts.machine_text(run, lab))

@@ -76,7 +76,7 @@ def _lesson(ctx: PageContext, lesson: Lesson, store: Store) -> str:
         )
     hands_on = facts.hands_on(run, lab).total  # as the page header adds it
     gpu = facts.gpu_name(run)
-    rented = facts.rented_card(run, lab)
+    rented = facts.rented_card(ctx.root, run, lab)
     prices = facts.card_prices(ctx.root, rented) if rented else []
     cost = facts.cost_range(prices, rented, hands_on)
     stem = html.escape(base + "downloads/" + lesson.download_stem, quote=True)

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LabError, PageError
+from ..lab.editor_schema import SCHEMA_FILE, json_schema
 from ..lab.load import load_lab
-from ..lab.schema import SCHEMA_FILE, STEP_ID, json_schema
+from ..lab.schema import STEP_ID
 from ..pages.lessons import lesson_pages
 from ..pages.outline import OUTLINE, load_outline, part_label
 from ..pages.outline_edit import add_lesson

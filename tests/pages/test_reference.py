@@ -14,8 +14,9 @@ import yaml
 from pydantic import BaseModel
 from support import COURSE, FIXTURES, REPO
 
+from course.lab.editor_schema import SCHEMA_FILE, json_schema
 from course.lab.keys import is_model, key_name, union_members, unwrap
-from course.lab.schema import SCHEMA_FILE, Lab, json_schema
+from course.lab.schema import Lab
 from course.pages.reference import EXAMPLE, default_text, reference_markdown
 
 
