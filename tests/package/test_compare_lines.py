@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from course.package.cards import CARDS
+from support import REPO
+
+from course.package.cards import rental_cards
 from course.package.compare_report import cell, plain
 from course.package.expected import EXPECTED, compare_files, expected_json
 
@@ -24,7 +26,7 @@ def expectation(values: list[dict[str, Any]], needs: str | None = "gpu") -> dict
         "run": "2026-01-01T000000Z-h200",
         "gpu": {"name": "NVIDIA H200", "memory_mib": 143_771},
         "engine": {},
-        "cards": CARDS,
+        "cards": rental_cards(REPO),
         "cpu_args": "--device cpu --tiny",
         "steps": [{"id": "s", "needs": needs}, {"id": "t", "needs": needs}],
         "values": [
