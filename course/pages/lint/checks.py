@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
+from ..format import recorded
 from .findings import Finding, quoted
 from .marked import Prose, Span
 from .numbers import (
@@ -72,7 +73,7 @@ def _checked_by_claim(prose: Prose, position: int, number: str) -> bool:
 
 
 def _shown(known: Known) -> str:
-    return f"{known.value:g} {known.unit}" if known.unit != "none" else f"{known.value:g}"
+    return recorded(known.value, known.unit)
 
 
 def units_twice(prose: Prose, where: str = "") -> list[Finding]:
@@ -238,7 +239,7 @@ def tooling_phrases(
     """Words about the tooling, anywhere a reader reads (a listing of a lab file is checked as
     that file); `skip(span, phrase)` leaves out what another finding reports already. A phrase a
     macro prints on every call is reported once, at its first line."""
-    if phrases is None:
+    if phrases is None or not phrases.search(prose.text):
         return []
     found: dict[tuple[str, str], Finding] = {}
     also: dict[tuple[str, str], list[int]] = {}
