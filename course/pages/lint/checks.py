@@ -29,6 +29,7 @@ from .settings import Fit
 _PARAGRAPH_END = r"\n\s*\n|\n(?=\s*(?:[-*+] |\d+\. |#|\||!!!|\?\?\?|>))"
 _SENTENCE_END = re.compile(rf"[.!?](?=[)\"”*_]*\s)|{_PARAGRAPH_END}")
 _PARAGRAPH = re.compile(_PARAGRAPH_END)
+_OPERATORS = set("×÷+−=*/")
 
 
 def typed_copies(prose: Prose, known: list[Known], where: str = "") -> list[Finding]:
@@ -139,7 +140,10 @@ def _numbers(prose: Prose, start: int, end: int) -> Iterator[tuple[int, str, boo
                 yield span.start, match.group(0), True
     for match in PLAIN.finditer(prose.text, start, end):
         named = PRODUCT_NAME.match(prose.text, match.start())
-        if prose.all_typed(match.start(), match.end()) and not named:
+        before = prose.text[: match.start()].rstrip()[-1:]
+        after = prose.text[match.end() :].lstrip()[:1]
+        in_formula = bool({before, after} & _OPERATORS)  # 18 × 128: arithmetic, not a statement
+        if prose.all_typed(match.start(), match.end()) and not named and not in_formula:
             yield match.start(), match.group(0), False
 
 
