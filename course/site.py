@@ -104,7 +104,7 @@ def build_site(
         raise PageError(f"the site did not build: {os_message(exc)}") from None
     try:
         warnings = _mkdocs(config_file, fresh, cache, site_url)
-        checked = check_pages(root)  # the page checks mkdocs does not run
+        checked = check_pages(root, lessons_only=True)  # the page checks mkdocs does not run
         if checked.problems:
             raise PageError(f"the site did not build:\n{report(checked.problems)}")
         warnings += checked.warnings
@@ -246,10 +246,11 @@ class Checked:
     warnings: list[str] = field(default_factory=list)
 
 
-def check_pages(root: Path) -> Checked:
+def check_pages(root: Path, lessons_only: bool = False) -> Checked:
     """Render every page's macros without HTML and run the page checks (`pages/lint/`) over every
     lesson page and what its zip ships; a check's findings are problems or warnings as
-    docs/data/lint.yml says."""
+    docs/data/lint.yml says. `lessons_only`: the lesson pages alone (after a build, whose own
+    rendering has reported every page's macros)."""
     docs = root / "docs"
     if not docs.is_dir():
         raise PageError(f"no docs/ folder in {root}")
@@ -260,7 +261,7 @@ def check_pages(root: Path) -> Checked:
     checked.problems += [Problem(page, f"(docs/{OUTLINE})", message) for page, message in placed]
     findings: list[Finding] = []
     for entry in pages:
-        if entry.raw.get("render_macros") is False:
+        if entry.raw.get("render_macros") is False or (lessons_only and not entry.meta.lesson):
             continue
         page = check_page(root, entry, settings)
         checked.problems += page.problems

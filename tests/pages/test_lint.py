@@ -63,7 +63,7 @@ def expected(start: int, sources: int, why: int, faq: int) -> list[str]:
         f'  - line {start + 4}: unit-twice: "65 % %" prints its unit twice (value() already prints '
         "'%': remove the typed '%', or give the macro show_unit=False)",
         f'  - line {start + 5}: typed-copy: "448.00 MiB" is typed by hand and equals the recorded '
-        "value size.cache_bytes (4.69762e+08 B): insert it with "
+        "value size.cache_bytes (469,762,048 B): insert it with "
         '{{ value("size.cache_bytes", unit="MiB", decimals=2) }}',
         f"  - line {start + 7}: same-value: one sentence shows 312.4 twice: "
         '"Short ran at 312.4 tok/s, and the best, 312.4 tok/s, was the short one."',
@@ -209,7 +209,7 @@ def test_a_typed_fact_is_named_with_its_macro(tmp_path: Path, facts: None) -> No
     assert [str(f) for f in found] == [
         f"docs/part-1/tiny.md:{page.read_text(encoding='utf-8').count(chr(10))}: typed-copy: "
         '"23.52 GiB" is typed by hand and equals the fact cards.rtx-4090.torch_total '
-        '(2.5254e+10 B): insert it with {{ fact("cards.rtx-4090.torch_total") }}'
+        '(25,254,035,456 B): insert it with {{ fact("cards.rtx-4090.torch_total") }}'
     ]
 
 

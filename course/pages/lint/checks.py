@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
+from ..format import recorded
 from .findings import Finding, quoted
 from .marked import Prose, Span
 from .numbers import (
@@ -28,6 +29,7 @@ from .settings import Fit
 _PARAGRAPH_END = r"\n\s*\n|\n(?=\s*(?:[-*+] |\d+\. |#|\||!!!|\?\?\?|>))"
 _SENTENCE_END = re.compile(rf"[.!?](?=[)\"”*_]*\s)|{_PARAGRAPH_END}")
 _PARAGRAPH = re.compile(_PARAGRAPH_END)
+_OPERATORS = set("×÷+−=*/")
 
 
 def typed_copies(prose: Prose, known: list[Known], where: str = "") -> list[Finding]:
@@ -72,7 +74,7 @@ def _checked_by_claim(prose: Prose, position: int, number: str) -> bool:
 
 
 def _shown(known: Known) -> str:
-    return f"{known.value:g} {known.unit}" if known.unit != "none" else f"{known.value:g}"
+    return recorded(known.value, known.unit)
 
 
 def units_twice(prose: Prose, where: str = "") -> list[Finding]:
@@ -138,7 +140,10 @@ def _numbers(prose: Prose, start: int, end: int) -> Iterator[tuple[int, str, boo
                 yield span.start, match.group(0), True
     for match in PLAIN.finditer(prose.text, start, end):
         named = PRODUCT_NAME.match(prose.text, match.start())
-        if prose.all_typed(match.start(), match.end()) and not named:
+        before = prose.text[: match.start()].rstrip()[-1:]
+        after = prose.text[match.end() :].lstrip()[:1]
+        in_formula = bool({before, after} & _OPERATORS)  # 18 × 128: arithmetic, not a statement
+        if prose.all_typed(match.start(), match.end()) and not named and not in_formula:
             yield match.start(), match.group(0), False
 
 
@@ -238,7 +243,7 @@ def tooling_phrases(
     """Words about the tooling, anywhere a reader reads (a listing of a lab file is checked as
     that file); `skip(span, phrase)` leaves out what another finding reports already. A phrase a
     macro prints on every call is reported once, at its first line."""
-    if phrases is None:
+    if phrases is None or not phrases.search(prose.text):
         return []
     found: dict[tuple[str, str], Finding] = {}
     also: dict[tuple[str, str], list[int]] = {}

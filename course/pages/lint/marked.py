@@ -218,18 +218,20 @@ _MARKUP = re.compile(r"`[^`\n]*`|\]\([^()\s]*\)|\{:?\s*[#.][^{}]*\}|&[a-z]+;")
 def prose(file: str, marked: str, marks: Marks, first_line: int = 1) -> Prose:
     """The marked text as a `Prose`: macro outputs as plain text, each character with its line."""
     out = Prose(file)
-    chars: list[str] = []
+    chunks: list[str] = []
+    size = 0
     line, position = first_line, 0
     claims: list[tuple[int, str]] = []
 
     def add(text: str, typed: bool) -> None:
-        for char in text:
-            if char == OK:
-                out.ok.add(len(chars))
-                continue
-            chars.append(char)
-            out.lines.append(line)
-            out.typed.append(typed)
+        nonlocal size
+        for number, piece in enumerate(text.split(OK)):
+            if number:
+                out.ok.add(size)  # after a `{# typed: ok #}`
+            chunks.append(piece)
+            out.lines += [line] * len(piece)
+            out.typed += [typed] * len(piece)
+            size += len(piece)
 
     while position < len(marked):
         found = _MARK.search(marked, position)
@@ -241,21 +243,21 @@ def prose(file: str, marked: str, marks: Marks, first_line: int = 1) -> Prose:
         if found.group(1) is not None:
             line = int(found.group(1))
         elif found.group(4) is not None:
-            claims.append((len(chars), marks.claims[int(found.group(4))]))
+            claims.append((size, marks.claims[int(found.group(4))]))
         elif found.group(0) == CLAIM_END:
             if claims:
                 start, condition = claims.pop()
-                out.claims.append((start, len(chars), condition))
+                out.claims.append((start, size, condition))
         elif found.group(2) is not None or found.group(3) is not None:
             end = marked.find(CLOSE, position)
             end = len(marked) if end < 0 else end
             shown = marks.shown[int(found.group(2))] if found.group(2) is not None else None
             text = plain_text(unmark(marked[position:end]))
-            start = len(chars)
+            start = size
             add(text, False)
-            out.spans.append(Span(start, len(chars), found.group(3) or "value", line, shown))
+            out.spans.append(Span(start, size, found.group(3) or "value", line, shown))
             position = end + 1
-    out.text = "".join(chars)
+    out.text = "".join(chunks)
     _drop_tags(out)
     _untype_markup(out)
     return out
@@ -263,23 +265,29 @@ def prose(file: str, marked: str, marks: Marks, first_line: int = 1) -> Prose:
 
 def _drop_tags(out: Prose) -> None:
     """Leave out the HTML tags the author typed, keeping every position's line and owner."""
-    keep = [True] * len(out.text)
-    for match in _TAG.finditer(out.text):
-        if out.all_typed(match.start(), match.end()):
-            keep[match.start() : match.end()] = [False] * (match.end() - match.start())
-    if all(keep):
+    cuts = [
+        (m.start(), m.end()) for m in _TAG.finditer(out.text) if out.all_typed(m.start(), m.end())
+    ]
+    if not cuts:
         return
-    moved, count = [], 0
-    for kept in keep:
-        moved.append(count)
-        count += kept
-    moved.append(count)
-    out.text = "".join(c for c, k in zip(out.text, keep, strict=True) if k)
-    out.lines = [n for n, k in zip(out.lines, keep, strict=True) if k]
-    out.typed = [t for t, k in zip(out.typed, keep, strict=True) if k]
-    out.spans = [replace(s, start=moved[s.start], end=moved[s.end]) for s in out.spans]
-    out.claims = [(moved[a], moved[b], condition) for a, b, condition in out.claims]
-    out.ok = {moved[p] for p in out.ok}
+    bounds = [0, *(edge for cut in cuts for edge in cut), len(out.text)]
+    kept = list(zip(bounds[::2], bounds[1::2], strict=True))  # between the cuts
+    out.text = "".join(out.text[a:b] for a, b in kept)
+    out.lines = [n for a, b in kept for n in out.lines[a:b]]
+    out.typed = [t for a, b in kept for t in out.typed[a:b]]
+
+    def moved(position: int) -> int:
+        """Where a position lands once the cuts before it are gone."""
+        gone = 0
+        for start, end in cuts:
+            if position <= start:
+                break
+            gone += min(position, end) - start
+        return position - gone
+
+    out.spans = [replace(s, start=moved(s.start), end=moved(s.end)) for s in out.spans]
+    out.claims = [(moved(a), moved(b), condition) for a, b, condition in out.claims]
+    out.ok = {moved(p) for p in out.ok}
 
 
 def _untype_markup(out: Prose) -> None:
@@ -301,9 +309,7 @@ def _untype_markup(out: Prose) -> None:
 def plain_prose(file: str, text: str, first_line: int) -> Prose:
     """Text without macros (front matter, a lab's file) as a Prose, every character typed."""
     out = Prose(file, text, [], [True] * len(text))
-    line = first_line
-    for char in text:
-        out.lines.append(line)
-        if char == "\n":
-            line += 1
+    for number, line in enumerate(text.split("\n"), start=first_line):
+        out.lines += [number] * (len(line) + 1)
+    del out.lines[len(text) :]
     return out

@@ -134,6 +134,8 @@ _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
 def _render(ctx: PageContext, text: str, marks: Marks) -> str | None:
     """A data file's string with its macros run and marked; None when it cannot be rendered (the
     page's check has reported why)."""
+    if "{" not in text:
+        return TYPED_OK.sub(OK, text)  # no macro: nothing to run
     before = list(ctx.problems)
     try:
         return _ENV.from_string(TYPED_OK.sub(OK, text)).render(**marking_macros(ctx, marks))

@@ -57,7 +57,8 @@ class Tooling(_Model):
 
     def regex(self) -> re.Pattern[str] | None:
         """One expression finding any of them; None when there are none."""
-        parts = [rf"(?<!\w){re.escape(p)}(?!\w)" for p in self.phrases] + self.patterns
+        words = "|".join(re.escape(p) for p in self.phrases)
+        parts = ([rf"(?<!\w)(?:{words})(?!\w)"] if words else []) + self.patterns
         return re.compile("|".join(f"(?:{p})" for p in parts), re.IGNORECASE) if parts else None
 
 
