@@ -116,7 +116,8 @@ def noisy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_course_check_fails_a_claim_within_noise_and_warns_about_a_fragile_one(
     noisy: Path,
 ) -> None:
-    _, problems, warnings = check_pages(noisy)
+    checked = check_pages(noisy)
+    problems, warnings = checked.problems, checked.warnings
     assert [(p.page, p.call) for p in problems] == [
         (PAGE, "claim('time.large_ms > 10 * time.small_ms ± 3 %')")
     ]
