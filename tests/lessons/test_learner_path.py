@@ -299,7 +299,7 @@ def test_before_you_start_is_linked_and_its_costs_and_lines_are_the_lessons(
         page = (site_dir / "part-2" / lesson / "index.html").read_text(encoding="utf-8")
         start = page.index('class="course-lesson-header"')
         header = text_of(page[start : page.index("</header>", start)])
-        assert "How to rent one and connect: Before you start." in header
+        assert "How to rent one and connect: Before you start" in header
         assert 'href="../../before-you-start/"' in page
         # the guide's cost is the header's: the same hands-on time at the same dated prices
         cost = re.search(r"hands-on part costs (\S+)", header).group(1)  # type: ignore[union-attr]
