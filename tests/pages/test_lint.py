@@ -15,7 +15,8 @@ from support import COURSE, make_project
 from course.errors import PageError
 from course.pages.lessons import scan
 from course.pages.lint import Known, check_page, known_source, load_settings
-from course.pages.lint.numbers import KNOWN_SOURCES, typed_numbers
+from course.pages.lint.numbers import KNOWN_SOURCES, copies_of, typed_numbers
+from course.record.units import SCALE
 from course.site import build_site, check_pages
 
 PLANTED = """## Planted
@@ -81,8 +82,9 @@ def expected(start: int, sources: int, why: int, faq: int) -> list[str]:
         "docs.vllm.ai/en/latest without https://: write it as a link, "
         "[...](https://docs.vllm.ai/en/latest)",
         f"{data}:",
-        # the typed copy planted in check 'slower' (option #2's why, line `why`) is no longer
-        # found since the learner's path was merged: a regression to mend (closing note)
+        f"  - line {why}: typed-copy: check 'slower', option #2 why: \"201.7 tok/s\" is typed by "
+        "hand and equals the recorded value decode.tps_long (201.7 tok/s): insert it with "
+        '{{ value("decode.tps_long", decimals=1) }}',
         f'  - line {faq + 1}: tooling-phrase: faq #3 a: "the course\'s notes" is about the '
         "course's tooling, not the subject: \"312.4 tok/s tok/s, as the course's notes say.\"",
         f'  - line {faq + 1}: unit-twice: faq #3 a: "312.4 tok/s tok/s" prints its unit twice '
@@ -134,7 +136,7 @@ def test_course_check_lists_every_planted_mistake_at_its_line(
         check=False,
     )
     assert done.returncode == 1
-    assert done.stderr.startswith("error: 13 problems in 3 pages:")
+    assert done.stderr.startswith("error: 14 problems in 3 pages:")
     assert _listed(done.stderr) == problems
 
 
@@ -143,7 +145,7 @@ def test_the_build_fails_on_them_too(planted: tuple[Path, list[str]]) -> None:
     with pytest.raises(PageError) as caught:
         build_site(root, root / "site")
     message = str(caught.value)
-    assert message.startswith("the site did not build:\n13 problems in 3 pages:")
+    assert message.startswith("the site did not build:\n14 problems in 3 pages:")
     assert _listed(message) == problems
     assert not (root / "site").exists()  # nothing half-built is left where the site goes
 
@@ -227,3 +229,12 @@ def test_a_typed_fact_is_named_with_its_macro(tmp_path: Path, facts: None) -> No
 )
 def test_numbers_with_units_as_prose_writes_them(text: str, numbers: list[str]) -> None:
     assert [t.text for t in typed_numbers(text)] == numbers
+
+
+@pytest.mark.parametrize("unit", [u for u in SCALE if u != "none"])
+def test_a_typed_number_in_any_unit_of_the_record_is_found(unit: str) -> None:
+    """Every unit a record may carry is read in prose, whatever its dimension is called."""
+    (typed,) = typed_numbers(f"it came to 1,234.5 {unit} there")
+    assert copies_of(typed, [Known("step.amount", 1234.5, unit)]) == [
+        Known("step.amount", 1234.5, unit)
+    ]
