@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import COURSE, make_project
+from support import COURSE, REPO, make_project
 
 from course.errors import PageError
+from course.lab.facts import FACTS_FILE, load_facts
 from course.pages.lessons import scan
 from course.pages.lint import Known, check_page, known_source, load_settings
 from course.pages.lint.numbers import KNOWN_SOURCES, copies_of, typed_numbers
-from course.record.units import SCALE
+from course.record.units import SCALE, convert
 from course.site import build_site, check_pages
 
 PLANTED = """## Planted
@@ -191,7 +192,7 @@ def facts() -> Iterator[None]:
     """A source of facts, as the course's facts file plugs in: one call."""
 
     def card(_ctx: object) -> list[Known]:
-        return [Known("cards.rtx-4090.torch_total", 25_254_035_456, "B", True, "fact", "fact")]
+        return [Known("cards.test-card.torch_total", 13_249_974_108, "B", True, "fact", "fact")]
 
     known_source(card)
     yield
@@ -202,16 +203,34 @@ def test_a_typed_fact_is_named_with_its_macro(tmp_path: Path, facts: None) -> No
     root = make_project(tmp_path / "project")
     page = root / "docs/part-1/tiny.md"
     page.write_text(
-        page.read_text(encoding="utf-8") + "\nPyTorch sees 23.52 GiB of the card.\n",
+        page.read_text(encoding="utf-8") + "\nPyTorch sees 12.34 GiB of the card.\n",
         encoding="utf-8",
     )
     (entry,) = [e for e in scan(root / "docs") if e.src == "part-1/tiny.md"]
     found = check_page(root, entry, load_settings(root / "docs")).findings
     assert [str(f) for f in found] == [
         f"docs/part-1/tiny.md:{page.read_text(encoding='utf-8').count(chr(10))}: typed-copy: "
-        '"23.52 GiB" is typed by hand and equals the fact cards.rtx-4090.torch_total '
-        '(25,254,035,456 B): insert it with {{ fact("cards.rtx-4090.torch_total") }}'
+        '"12.34 GiB" is typed by hand and equals the fact cards.test-card.torch_total '
+        '(13,249,974,108 B): insert it with {{ fact("cards.test-card.torch_total") }}'
     ]
+
+
+def test_a_typed_fact_of_the_facts_file_is_found(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")  # with the course's facts file, as the kit is
+    assert (root / FACTS_FILE).read_bytes() == (REPO / FACTS_FILE).read_bytes()
+    total = load_facts(root).lookup("cards.rtx-4090.torch_total")
+    assert total.value is not None
+    gib = f"{convert(total.value, total.unit, 'GiB'):.2f} GiB"
+    page = root / "docs/part-1/tiny.md"
+    page.write_text(
+        page.read_text(encoding="utf-8") + f"\nPyTorch sees {gib} of an RTX 4090.\n",
+        encoding="utf-8",
+    )
+    (entry,) = [e for e in scan(root / "docs") if e.src == "part-1/tiny.md"]
+    (found,) = check_page(root, entry, load_settings(root / "docs")).findings
+    assert found.check == "typed-copy" and found.needle == gib
+    assert "the fact cards.rtx-4090.torch_total (" in found.message
+    assert found.message.endswith('{{ fact("cards.rtx-4090.torch_total") }}')
 
 
 @pytest.mark.parametrize(

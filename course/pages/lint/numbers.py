@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ...errors import FactsError
+from ...lab.facts import FACTS_FILE, load_facts
 from ...record.units import SCALE
 from ..context import PageContext
 
@@ -186,6 +188,23 @@ def recorded_values(ctx: PageContext) -> list[Known]:
                     Known(f"{step.id}.{name}", float(recorded.value), recorded.unit, whole)
                 )
     return known
+
+
+@known_source
+def course_facts(ctx: PageContext) -> list[Known]:
+    """Every number of the course's facts file (a card's memory, an engine's share, a model's
+    field); none when the project has no facts file (a wrong one: the fact() macro says why)."""
+    if not (ctx.root / FACTS_FILE).is_file():
+        return []
+    try:
+        facts = load_facts(ctx.root)
+    except FactsError:
+        return []
+    return [
+        Known(f.name, f.value, f.unit, float(f.value).is_integer(), "fact", "fact")
+        for f in facts.numbers()
+        if f.value is not None
+    ]
 
 
 def known_quantities(ctx: PageContext) -> list[Known]:
