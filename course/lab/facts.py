@@ -202,6 +202,18 @@ class Facts(_Strict):
         file, the name and the close match when there is none."""
         return _lookup(self, name)
 
+    def numbers(self) -> list[Found]:
+        """Every fact that is a number (prices and texts left out), in file order."""
+        found = []
+        for name in _every_name(self):
+            try:
+                fact = _lookup(self, name)
+            except FactsError:
+                continue  # a table, not a fact
+            if fact.value is not None and fact.price is None:
+                found.append(fact)
+        return found
+
 
 @dataclass(frozen=True)
 class Found:

@@ -10,12 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import COURSE, make_project
+from support import COURSE, REPO, make_project
 
 from course.errors import PageError
+from course.lab.facts import FACTS_FILE, load_facts
 from course.pages.lessons import scan
 from course.pages.lint import Known, check_page, known_source, load_settings
-from course.pages.lint.numbers import KNOWN_SOURCES, typed_numbers
+from course.pages.lint.numbers import KNOWN_SOURCES, copies_of, typed_numbers
+from course.record.units import SCALE, convert
 from course.site import build_site, check_pages
 
 PLANTED = """## Planted
@@ -81,8 +83,9 @@ def expected(start: int, sources: int, why: int, faq: int) -> list[str]:
         "docs.vllm.ai/en/latest without https://: write it as a link, "
         "[...](https://docs.vllm.ai/en/latest)",
         f"{data}:",
-        # the typed copy planted in check 'slower' (option #2's why, line `why`) is no longer
-        # found since the learner's path was merged: a regression to mend (closing note)
+        f"  - line {why}: typed-copy: check 'slower', option #2 why: \"201.7 tok/s\" is typed by "
+        "hand and equals the recorded value decode.tps_long (201.7 tok/s): insert it with "
+        '{{ value("decode.tps_long", decimals=1) }}',
         f'  - line {faq + 1}: tooling-phrase: faq #3 a: "the course\'s notes" is about the '
         "course's tooling, not the subject: \"312.4 tok/s tok/s, as the course's notes say.\"",
         f'  - line {faq + 1}: unit-twice: faq #3 a: "312.4 tok/s tok/s" prints its unit twice '
@@ -134,7 +137,7 @@ def test_course_check_lists_every_planted_mistake_at_its_line(
         check=False,
     )
     assert done.returncode == 1
-    assert done.stderr.startswith("error: 13 problems in 3 pages:")
+    assert done.stderr.startswith("error: 14 problems in 3 pages:")
     assert _listed(done.stderr) == problems
 
 
@@ -143,7 +146,7 @@ def test_the_build_fails_on_them_too(planted: tuple[Path, list[str]]) -> None:
     with pytest.raises(PageError) as caught:
         build_site(root, root / "site")
     message = str(caught.value)
-    assert message.startswith("the site did not build:\n13 problems in 3 pages:")
+    assert message.startswith("the site did not build:\n14 problems in 3 pages:")
     assert _listed(message) == problems
     assert not (root / "site").exists()  # nothing half-built is left where the site goes
 
@@ -189,7 +192,7 @@ def facts() -> Iterator[None]:
     """A source of facts, as the course's facts file plugs in: one call."""
 
     def card(_ctx: object) -> list[Known]:
-        return [Known("cards.rtx-4090.torch_total", 25_254_035_456, "B", True, "fact", "fact")]
+        return [Known("cards.test-card.torch_total", 13_249_974_108, "B", True, "fact", "fact")]
 
     known_source(card)
     yield
@@ -200,16 +203,34 @@ def test_a_typed_fact_is_named_with_its_macro(tmp_path: Path, facts: None) -> No
     root = make_project(tmp_path / "project")
     page = root / "docs/part-1/tiny.md"
     page.write_text(
-        page.read_text(encoding="utf-8") + "\nPyTorch sees 23.52 GiB of the card.\n",
+        page.read_text(encoding="utf-8") + "\nPyTorch sees 12.34 GiB of the card.\n",
         encoding="utf-8",
     )
     (entry,) = [e for e in scan(root / "docs") if e.src == "part-1/tiny.md"]
     found = check_page(root, entry, load_settings(root / "docs")).findings
     assert [str(f) for f in found] == [
         f"docs/part-1/tiny.md:{page.read_text(encoding='utf-8').count(chr(10))}: typed-copy: "
-        '"23.52 GiB" is typed by hand and equals the fact cards.rtx-4090.torch_total '
-        '(25,254,035,456 B): insert it with {{ fact("cards.rtx-4090.torch_total") }}'
+        '"12.34 GiB" is typed by hand and equals the fact cards.test-card.torch_total '
+        '(13,249,974,108 B): insert it with {{ fact("cards.test-card.torch_total") }}'
     ]
+
+
+def test_a_typed_fact_of_the_facts_file_is_found(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")  # with the course's facts file, as the kit is
+    assert (root / FACTS_FILE).read_bytes() == (REPO / FACTS_FILE).read_bytes()
+    total = load_facts(root).lookup("cards.rtx-4090.torch_total")
+    assert total.value is not None
+    gib = f"{convert(total.value, total.unit, 'GiB'):.2f} GiB"
+    page = root / "docs/part-1/tiny.md"
+    page.write_text(
+        page.read_text(encoding="utf-8") + f"\nPyTorch sees {gib} of an RTX 4090.\n",
+        encoding="utf-8",
+    )
+    (entry,) = [e for e in scan(root / "docs") if e.src == "part-1/tiny.md"]
+    (found,) = check_page(root, entry, load_settings(root / "docs")).findings
+    assert found.check == "typed-copy" and found.needle == gib
+    assert "the fact cards.rtx-4090.torch_total (" in found.message
+    assert found.message.endswith('{{ fact("cards.rtx-4090.torch_total") }}')
 
 
 @pytest.mark.parametrize(
@@ -227,3 +248,12 @@ def test_a_typed_fact_is_named_with_its_macro(tmp_path: Path, facts: None) -> No
 )
 def test_numbers_with_units_as_prose_writes_them(text: str, numbers: list[str]) -> None:
     assert [t.text for t in typed_numbers(text)] == numbers
+
+
+@pytest.mark.parametrize("unit", [u for u in SCALE if u != "none"])
+def test_a_typed_number_in_any_unit_of_the_record_is_found(unit: str) -> None:
+    """Every unit a record may carry is read in prose, whatever its dimension is called."""
+    (typed,) = typed_numbers(f"it came to 1,234.5 {unit} there")
+    assert copies_of(typed, [Known("step.amount", 1234.5, unit)]) == [
+        Known("step.amount", 1234.5, unit)
+    ]

@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ...errors import FactsError
+from ...lab.facts import FACTS_FILE, load_facts
 from ...record.units import SCALE
 from ..context import PageContext
 
@@ -21,39 +23,43 @@ class Unit:
     """Spellings of one unit share a family ('tok' and 'tokens'); a unit printed twice is two
     spellings of one family in a row."""
     dimension: str
-    """As `record.units.SCALE` names it; 'none' for a ratio or a count of FLOP."""
+    """As `record.units.SCALE` names it; 'none' for a ratio or FLOP per byte."""
     factor: float
-    """To the dimension's base unit (B, s, tok/s, tok, B/s, %)."""
+    """To the dimension's base unit, as `record.units.SCALE` gives it."""
     record: str | None = None
     """The recorded unit of that name, for the macro a copy should become."""
 
 
+WORDS: dict[str, tuple[str, ...]] = {
+    "B": ("bytes", "byte"),
+    "KB": ("kB",),
+    "µs": ("us",),
+    "ms": ("milliseconds", "millisecond"),
+    "s": ("seconds", "second"),
+    "min": ("minutes",),
+    "tok": ("tokens", "token"),
+    "tok/s": ("tokens/s", "tokens a second", "tokens per second"),
+    "%": ("percent", "per cent"),
+}
+"""A recorded unit -> the other ways prose spells it."""
+RATIOS: dict[str, tuple[str, ...]] = {
+    "×": ("×", "x"),
+    "FLOP/B": ("FLOP per byte", "FLOP/byte", "FLOP/B"),
+}
+"""Units of plain numbers in the record (a ratio, an arithmetic intensity)."""
+
+
 def _units() -> dict[str, Unit]:
+    """Every unit of the record (`record.units.SCALE`, its dimensions and factors), with its
+    other spellings, and the spellings of plain numbers."""
     table: dict[str, Unit] = {}
-
-    def add(family: str, dimension: str, factor: float, *spellings: str) -> None:
-        record = family if family in SCALE else None
+    for name, (dimension, factor) in SCALE.items():
+        if name != "none":
+            for spelling in (name, *WORDS.get(name, ())):
+                table[spelling] = Unit(name, dimension, factor, name)
+    for family, spellings in RATIOS.items():
         for spelling in spellings:
-            table[spelling] = Unit(family, dimension, factor, record)
-
-    add("B", "bytes", 1, "B", "bytes", "byte")
-    for i, name in enumerate(("KiB", "MiB", "GiB", "TiB"), start=1):
-        add(name, "bytes", 1024.0**i, name)
-    for i, name in enumerate(("kB", "MB", "GB", "TB"), start=1):
-        add(name, "bytes", 1000.0**i, name)
-    add("ns", "time", 1e-9, "ns")
-    add("µs", "time", 1e-6, "µs", "us")
-    add("ms", "time", 1e-3, "ms", "milliseconds", "millisecond")
-    add("s", "time", 1, "s", "seconds", "second")
-    add("min", "time", 60, "min", "minutes")
-    add("tok/s", "rate", 1, "tok/s", "tokens/s", "tokens a second", "tokens per second")
-    add("tok", "tokens", 1, "tok", "tokens", "token")
-    add("GB/s", "bandwidth", 1e9, "GB/s")
-    add("TB/s", "bandwidth", 1e12, "TB/s")
-    add("%", "percent", 1, "%", "percent", "per cent")
-    add("×", "none", 1, "×", "x")
-    add("TFLOP/s", "none", 1, "TFLOP/s")
-    add("FLOP/B", "none", 1, "FLOP per byte", "FLOP/byte", "FLOP/B")
+            table[spelling] = Unit(family, "none", 1.0)
     return table
 
 
@@ -106,7 +112,7 @@ def chosen_length(typed: Typed) -> bool:
     the lab was told to use, not a measurement."""
     whole = typed.value == int(typed.value) and typed.value >= 2
     return (
-        UNITS[typed.unit].dimension == "tokens"
+        UNITS[typed.unit].family == "tok"
         and whole
         and int(typed.value) & (int(typed.value) - 1) == 0
     )
@@ -152,7 +158,7 @@ class Known:
         dimension, factor = SCALE.get(self.unit, ("?", 1.0))
         if dimension == "none" and self.integral and unit.family in ("%", "×"):
             return None  # a count of layers is not a ratio that happens to be 12
-        if unit.dimension == "percent" and dimension == "none":
+        if unit.family == "%" and dimension == "none":
             return self.value * 100
         if unit.dimension != dimension:
             return None
@@ -184,6 +190,23 @@ def recorded_values(ctx: PageContext) -> list[Known]:
     return known
 
 
+@known_source
+def course_facts(ctx: PageContext) -> list[Known]:
+    """Every number of the course's facts file (a card's memory, an engine's share, a model's
+    field); none when the project has no facts file (a wrong one: the fact() macro says why)."""
+    if not (ctx.root / FACTS_FILE).is_file():
+        return []
+    try:
+        facts = load_facts(ctx.root)
+    except FactsError:
+        return []
+    return [
+        Known(f.name, f.value, f.unit, float(f.value).is_integer(), "fact", "fact")
+        for f in facts.numbers()
+        if f.value is not None
+    ]
+
+
 def known_quantities(ctx: PageContext) -> list[Known]:
     """Every known quantity of a page, from every registered source."""
     return [known for source in KNOWN_SOURCES for known in source(ctx)]
@@ -206,14 +229,14 @@ def macro_for(known: Known, typed: Typed) -> str:
     unit = UNITS[typed.unit]
     args, tail = [f'"{known.name}"'], ""
     if known.macro == "value":
-        if unit.dimension == "percent" and known.unit == "none":
+        if unit.family == "%" and known.unit == "none":
             args.append("percent=True")
         elif unit.record and unit.record != known.unit:
             args.append(f'unit="{unit.record}"')
         args.append(f"decimals={typed.decimals}")
         if unit.family == "×":
             args.append("times=True")
-        elif unit.dimension != "percent" and typed.unit != unit.record:
+        elif unit.family != "%" and typed.unit != unit.record:
             args.append("show_unit=False")
             tail = f" {typed.unit}"
     return f"{{{{ {known.macro}({', '.join(args)}) }}}}{tail}"
