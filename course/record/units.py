@@ -115,7 +115,7 @@ def readable_unit(values: list[float], unit: str) -> str:
     ladder = sorted(
         (factor, name)
         for name, (d, factor) in SCALE.items()
-        if d == dim and "i" not in name and name not in ("min", "h")  # decimal, up to seconds
+        if d == dim and "i" not in name and name not in ("ns", "µs", "min", "h")  # ms to s; decimal
     )
     chosen = ladder[0][1]
     for _, name in ladder:
