@@ -1,7 +1,7 @@
 """Lighthouse scores of the published course, served by nginx the ways static hosts serve it.
 
     .venv/bin/python bench/lighthouse.py [--ways gzip,precompressed] [--modes mobile,desktop]
-        [--pages home,kv-cache] [--runs 3] [--json FILE] [--check]
+        [--pages home,kv-cache] [--runs 3] [--json FILE] [--check] [--no-calibrate]
 
 Publishes the site once (`course.publish.pipeline.publish`, for http://127.0.0.1:PORT/, so that
 canonical links and the sitemap name the address it is served at), then for each way serves that
@@ -13,6 +13,14 @@ simulated slow 4G and a 4× slower CPU) and desktop mode. With --runs N each pag
 (the runs of one page spread over the way's measurement) and the median run is shown, chosen as
 Lighthouse's own `computeMedianRun` does: the run nearest the median FCP and the median TTI; the
 performance cell gives the range over the runs.
+
+Calibrated mobile runs (mode `mobile@phone`, on by default with mobile): Lighthouse slows the CPU
+by a constant 4×, so its mobile score depends on how fast this machine is at that moment (its
+`benchmarkIndex`: 2,717–2,919 when bench/README.md's 99–100 were measured, 1,204–1,764 on a slow
+day of the same machine kind). After each mobile run, the same page is run again with the
+multiplier that turns the index just measured into one target phone's, TARGET_INDEX (Lighthouse's
+docs/throttling.md: "Calibrating the CPU slowdown"): multiplier = index / TARGET_INDEX, never below
+1. The table shows both scores, the index and the multiplier; the targets hold for both.
 
 The second table says what nginx really sent (from its access log) and what a client asking for
 only `br` or only `gzip` gets. Every process the bench starts is ended when it ends; it says how
@@ -79,6 +87,10 @@ METRICS = {
     "bytes": "total-byte-weight",
 }
 TIMEOUT = 240
+TARGET_INDEX = 700.0
+"""The phone a calibrated mobile score means: Lighthouse's default 4× on this machine kind when
+bench/README.md's scores were measured (index 2,717–2,919, ÷ 4 ≈ 700), a mid-tier mobile in the
+ranges of Lighthouse's docs/throttling.md (125–800)."""
 
 
 @dataclass
@@ -100,6 +112,8 @@ class Run:
     error: str | None = None
     left: int = 0
     """Processes of this run still alive half a second after Lighthouse had returned."""
+    multiplier: float = 4.0
+    """The CPU slowdown Lighthouse simulated (4× unless calibrated)."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -147,12 +161,22 @@ def lighthouse_cli() -> Path:
     return cli
 
 
-def lighthouse(cli: Path, url: str, mode: str, report: Path, tmp: Path) -> tuple[str | None, int]:
+def calibrated(index: float | None) -> float | None:
+    """The CPU slowdown that makes a machine of benchmark `index` the target phone; None when
+    Lighthouse measured no index."""
+    return None if not index else max(1.0, round(index / TARGET_INDEX, 2))
+
+
+def lighthouse(
+    cli: Path, url: str, mode: str, report: Path, tmp: Path, multiplier: float | None = None
+) -> tuple[str | None, int]:
     """Run Lighthouse once into `report`; (what went wrong or None, processes it left alive)."""
     command = ["node", str(cli), url, "--quiet", "--output=json", f"--output-path={report}"]
     command.append(f"--chrome-flags={CHROME_FLAGS}")
     if mode == "desktop":
         command.append("--preset=desktop")
+    if multiplier is not None:
+        command.append(f"--throttling.cpuSlowdownMultiplier={multiplier}")
     error = None
     try:
         done = subprocess.run(
@@ -212,7 +236,7 @@ def failures(best: Run) -> list[str]:
     if best.error:
         return [f"{where}: {best.error}"]
     found = []
-    if best.mode == "mobile" and (best.scores["performance"] or 0) < 95:
+    if best.mode.startswith("mobile") and (best.scores["performance"] or 0) < 95:
         found.append(f"{where}: performance {best.scores['performance']} < 95")
     for name in CATEGORIES[1:]:
         if best.scores[name] != 100:
@@ -233,6 +257,8 @@ def show(medians: list[Run], runs: list[Run], served: dict[str, Served]) -> None
         table.add_column(name)
     for name in ("perf", "a11y", "best pr.", "SEO", "FCP s", "LCP s", "TBT ms", "CLS", "bytes"):
         table.add_column(name, justify="right")
+    for name in ("index", "CPU ×"):
+        table.add_column(name, justify="right")
     for best in medians:
         if best.error:
             table.add_row(*best.key, "failed: " + best.error[:80])
@@ -252,6 +278,8 @@ def show(medians: list[Run], runs: list[Run], served: dict[str, Served]) -> None
             fmt(m["tbt"], 1, ".0f"),
             fmt(m["cls"], 1, ".3f"),
             fmt(m["bytes"], 1, ",.0f"),
+            fmt(best.benchmark_index, 1, ".0f"),
+            f"{best.multiplier:g}",
         )
     console.print(table)
     coded = Table(title="What nginx sent the browser (200 responses of every run)")
@@ -307,6 +335,18 @@ def measure(
                                 runs.append(run)
                                 said = run.error or run.scores
                                 print(f"{way} {mode} {path} run {n}: {said}", flush=True)
+                                m = calibrated(run.benchmark_index)
+                                if mode != "mobile" or not args.calibrate or m is None:
+                                    continue
+                                report = reports / f"{way}-phone-{name}-{n}.json"
+                                phone = Run(way, "mobile@phone", path, n, str(report))
+                                phone.multiplier = m
+                                phone.error, phone.left = lighthouse(cli, url, mode, report, tmp, m)
+                                if report.is_file():
+                                    read_report(phone)
+                                runs.append(phone)
+                                said = phone.error or phone.scores
+                                print(f"{way} phone ({m:g}×) {path} run {n}: {said}", flush=True)
                 served[way] = sent_by_encoding(log, site)
                 served[way].probe = asked
         finally:
@@ -323,6 +363,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="runs per page; the median is shown")
     parser.add_argument("--json", type=Path, help="write every run's numbers to this file")
     parser.add_argument("--check", action="store_true", help="exit 1 unless the targets are met")
+    parser.add_argument(
+        "--no-calibrate",
+        dest="calibrate",
+        action="store_false",
+        help="no second mobile run with the CPU slowdown calibrated to the target phone",
+    )
     args = parser.parse_args()
     args.ways, args.modes = args.ways.split(","), args.modes.split(",")
     lessons = load_outline(REPO / "docs").written
@@ -351,6 +397,7 @@ def main() -> int:
     index = [r.benchmark_index for r in runs if r.benchmark_index is not None]
     if index:
         print(f"Lighthouse's benchmark index of this machine: {min(index):.0f}–{max(index):.0f}")
+        print(f"the target phone's index: {TARGET_INDEX:.0f} (mobile@phone rows)")
     print(f"reports: {reports}")
     print(
         f"{len(runs)} Lighthouse runs; the bench took {seconds:.0f} s; processes left: "
@@ -360,6 +407,7 @@ def main() -> int:
     if args.json:
         record = {
             "lighthouse": LIGHTHOUSE,
+            "target_index": TARGET_INDEX,
             "seconds": round(seconds, 1),
             "runs": [asdict(r) for r in runs],
             "medians": [asdict(r) for r in medians],
