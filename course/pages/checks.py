@@ -152,8 +152,7 @@ def check_html(check: ShownCheck) -> str:
     measured = ""
     if check.measured:
         measured = (
-            f'<p class="course-check__measured" hidden>Measured in the recorded run: '
-            f"{check.measured}</p>"
+            f'<p class="course-check__measured" hidden>What the lab measured: {check.measured}</p>'
         )
     form = (
         f'<form class="course-check__form" data-right="{right}" novalidate>'
@@ -181,7 +180,7 @@ def answer_block(check: ShownCheck, right: int) -> str:
         verdict = "Right" if option.right else "Not right"
         why = f" {option.why}" if option.why else ""
         items.append(f"<li><strong>{LETTERS[i]}. {verdict}.</strong>{why}</li>")
-    measured = f"<p>Measured in the recorded run: {check.measured}</p>" if check.measured else ""
+    measured = f"<p>What the lab measured: {check.measured}</p>" if check.measured else ""
     note = f"<p>{check.note}</p>" if check.note else ""
     return (
         f'<details class="course-check__answer"><summary>Answer</summary>'

@@ -29,8 +29,8 @@ def provenance(ctx: PageContext) -> str:
     article = "an " if gpu.startswith("NVIDIA") else ""
     return (
         f'<span class="course-provenance" data-source="{html.escape(run.run_id)}">The outputs on '
-        f"this page were recorded by <code>course run {html.escape(ctx.lesson)}</code> on "
-        f"{facts.checked_on(run)} on {article}{recorded_text(gpu)} "
+        f"this page come from one run of this lesson's lab on {facts.checked_on(run)} on "
+        f"{article}{recorded_text(gpu)} "
         f"({recorded_text(', '.join(details))}) with {recorded_text(facts.engine_text(run))}; "
         f"run <code>{html.escape(run.run_id)}</code>.</span>"
     )

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import jinja2
-import markdown as md  # type: ignore[import-untyped]
+import markdown as md  # type: ignore[import-untyped,unused-ignore]
 from pydantic import ValidationError
 
 from ..errors import CourseError, PageError
@@ -164,8 +164,13 @@ def value(
         expr = f' data-expr="{html.escape(expression, quote=True)}"'
     source = html.escape(sources, quote=True)
     steps = sorted({s.split(".", 1)[0] for s in q.sources})
+    # a value from a GPU step, or one with repeats, was measured; one from a step that only
+    # computes (the arithmetic on paper) was worked out
+    needs = {s.id: s.needs for s in ctx.run.record.steps}
+    measured = q.spread is not None or any(needs.get(step, "gpu") for step in steps)
     said = (
-        f"measured in run {ctx.run.run_id}, step{'s' if len(steps) > 1 else ''} {', '.join(steps)}"
+        f"{'measured' if measured else 'worked out'} in run {ctx.run.run_id},"
+        f" step{'s' if len(steps) > 1 else ''} {', '.join(steps)}"
     )
     title = f' title="{html.escape(said + note, quote=True)}"'
     return f'<span class="course-value" data-source="{source}"{expr}{title}>{shown}</span>'

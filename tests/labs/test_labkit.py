@@ -222,6 +222,7 @@ def test_peak_memory_on_the_cpu_is_zero_and_says_so(
                       "fits_24gb": True}  # fmt: skip
     said = capsys.readouterr().out
     assert "peak GPU memory: none, this run used the CPU" in said
+    assert max(len(line) for line in said.splitlines()) <= 100  # a terminal block shows it whole
     assert (
         "fits a 24 GB card (RTX 4090: 23.52 GiB as PyTorch sees it, less about 618.8 MiB of" in said
     )

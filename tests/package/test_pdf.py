@@ -73,7 +73,7 @@ def test_title_measured_numbers_checks_and_answers(roots: tuple[Path, Path], tex
     for question, answer in [
         (
             "How much faster is decoding at 128 tokens than at 4,096?",
-            "The answer is B: Between 1.2 and 2 times faster Measured in the recorded run: 1.55 ×",
+            "The answer is B: Between 1.2 and 2 times faster What the lab measured: 1.55 ×",
         ),
         ("Why is there a factor 2 in the bytes per token?", "The answer is A: Keys and values"),
     ]:

@@ -94,7 +94,7 @@ def test_predict_reveals_the_measured_value_and_moves_progress(page: object) -> 
     assert page.locator("#check-slower .course-check__answer").is_hidden()  # type: ignore[attr-defined]
     answer(page, "slower", 1)
     status = page.locator("#check-slower [role=status]")  # type: ignore[attr-defined]
-    assert status.inner_text() == "Right. Measured in the recorded run: 1.55 ×"
+    assert status.inner_text() == "Right. What the lab measured: 1.55 ×"
     assert measured.is_visible()
     assert progress(page) == "1 of 2 checks answered right"
     assert page.locator("#check-slower-0").is_disabled()  # type: ignore[attr-defined]

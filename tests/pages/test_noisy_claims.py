@@ -161,4 +161,4 @@ def test_a_timed_value_shows_its_spread_in_its_tooltip(noisy: Path) -> None:
         f'data-source="{OLD}/time.large_ms" title="measured in run {OLD}, step time; median of '
         '15, 1.900–2.400 ms">2\u00a0ms</span>'
     ) in markdown
-    assert f'title="measured in run {OLD}, step time">200,000</span>' in markdown
+    assert f'title="worked out in run {OLD}, step time">200,000</span>' in markdown

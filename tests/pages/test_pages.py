@@ -287,6 +287,8 @@ def test_glossary_and_provenance(built: BuildResult) -> None:
     assert (
         "on 20 November 2026 on an NVIDIA H200 (driver 570.86.15, CUDA 12.8, Python 3.11.7)" in text
     )
+    assert "The outputs on this page come from one run of this lesson's lab on" in text
+    assert "course run" not in text  # the learner has no such command
 
 
 def test_navigation_by_part_and_lesson(built: BuildResult) -> None:

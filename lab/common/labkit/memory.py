@@ -18,6 +18,7 @@ part's peak would otherwise count as its own. PyTorch is imported when a functio
 from __future__ import annotations
 
 import gc
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -198,5 +199,6 @@ class PeakMemory:
         need = peak["reserved"] if cuda(self.device) else (paper or 0)
         fits = need <= room.bytes
         peak["fits_24gb"] = fits
-        print(f"  {'fits' if fits else 'does NOT fit'} {room.text}")
+        said = f"{'fits' if fits else 'does NOT fit'} {room.text}"
+        print(textwrap.fill(said, width=98, initial_indent="  ", subsequent_indent="    "))
         return peak
