@@ -148,8 +148,8 @@ def report(name: str, path: Path, release: str | None) -> dict[str, Any]:
     if lay.kind == "MLA":
         print(
             f"  = {lay.layers} layers x ({cfg['kv_lora_rank']} kv_lora_rank +"
-            f" {cfg['qk_rope_head_dim']} qk_rope_head_dim) x 2 bytes: one latent per token and layer,"
-            f" shared by all {lay.query_heads} heads"
+            f" {cfg['qk_rope_head_dim']} qk_rope_head_dim) x 2 bytes:\n    one latent per token and"
+            f" layer, shared by all {lay.query_heads} heads"
         )
     else:
         print(
@@ -172,11 +172,13 @@ def report(name: str, path: Path, release: str | None) -> dict[str, Any]:
     for tokens in TOKENS:
         size = lay.cache_bytes(tokens)
         sizes[str(tokens)], beyond[str(tokens)] = size, bool(context and tokens > context)
-        flag = f"  beyond its {context:,}-token context" if beyond[str(tokens)] else ""
+        flag = "  *" if beyond[str(tokens)] else ""
         print(
             f"  {tokens:>9,} tokens: {size:>15,} B {human(size):>11}"
             f"  ({size / tokens:,.0f} B per token on average){flag}"
         )
+    if any(beyond.values()):
+        print(f"  * beyond its max_position_embeddings, {context:,} tokens")
     print()
     return {
         "name": name,

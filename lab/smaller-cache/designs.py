@@ -190,12 +190,12 @@ def run_design(
     print(
         f"  weights {tensors:,} B ({human(tensors)})"
         + (f", {resident:,} B taken from the allocator" if cuda else "")
-        + f"; one decode step reads {d.weight_bytes_read():,} B (all but the embedding table)"
+        + f";\n  one decode step reads {d.weight_bytes_read():,} B (all but the embedding table)"
     )
     same = "exactly the formula" if reserved == formula else f"formula {formula:,} B"
     print(
         f"  cache for {context:,} tokens: reserved {reserved:,} B ({human(reserved)}), {same}"
-        f" ({d.bytes_per_token():,} B per token"
+        f"\n  ({d.bytes_per_token():,} B per token"
         + (f"; window layers capped at {d.window:,} tokens" if d.window else "")
         + ")"
     )
@@ -207,7 +207,8 @@ def run_design(
     errors = correctness(d, weights, dec, TINY_CHECK_TOKENS if args.tiny else CHECK_TOKENS)
     print(
         f"  check over {errors['tokens']} tokens, logits against the plain model in float32:"
-        f" ours off by {errors['ours']:.4f}, the plain model in bf16 by {errors['plain_bf16']:.4f}"
+        f"\n  ours off by {errors['ours']:.4f},"
+        f" the plain model in bf16 by {errors['plain_bf16']:.4f}"
     )
     check(
         errors["ours"] < 2 * errors["plain_bf16"] + 0.01,
@@ -341,7 +342,7 @@ def main() -> None:
     card = facts.card(memory.CARD)
     print(
         f"a 24 GB card leaves {human(facts.room(memory.CARD).bytes)} for tensors ({card.label}:"
-        f" {human(card.torch_total or 0)} as PyTorch sees it, less the CUDA context)"
+        f" {human(card.torch_total or 0)} to PyTorch, less the CUDA context)"
     )
     if cuda:
         print(
