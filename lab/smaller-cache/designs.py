@@ -7,8 +7,10 @@ grouped-query (GQA, 8 key-value heads), multi-query (MQA, 1), latent attention (
 
   - the cache it reserves for one 32,768-token conversation, against the formula;
   - a check that its decode step computes what the plain, textbook model computes;
+  - the working space a prompt of 8,192 tokens takes in one pass (its prefill peak);
   - decode speed with 0, 8,192 and 32,767 tokens already cached (the last token of a
-    32K conversation), one CUDA graph per depth, against its bytes bound:
+    32K conversation), one CUDA graph per depth, timed by the GPU's own clock over repeats
+    (median and spread), against its bytes bound:
         tokens per second <= copy bandwidth / (weight bytes + cache bytes read)
   - its peak GPU memory, and whether weights + a 32K cache fit a 24 GB card.
 
@@ -21,43 +23,57 @@ from __future__ import annotations
 
 import argparse
 import weakref
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import torch
-from cachelab import (
-    CARD_24GB,
-    CONVERSATION,
-    DESCRIPTIONS,
-    DESIGN_NAMES,
-    Design,
-    PeakMemory,
-    Stopwatch,
-    add_device_args,
-    allocated,
-    check,
-    check_freed,
-    copy_bandwidth,
-    describe,
-    designs,
-    free_bytes,
-    human,
-    outside_bytes,
-    pick_device,
-    time_calls,
-    write_results,
-)
-from small_decoder import (
-    Decoder,
-    build_weights,
-    decode_tokens,
-    reference_logits,
-    relative_error,
-    weight_nbytes,
-)
+from labkit import device as devices
+from labkit import facts, memory, timing
+from labkit.checks import check
+from labkit.configs import load_config
+from labkit.decoder import Decoder, Weights, random_weights, weight_nbytes
+from labkit.reference import decode_tokens, reference_logits, relative_error
+from labkit.results import write_results
+from labkit.shapes import Shape
+from labkit.units import human
 
+MODELS = Path(__file__).resolve().parent / "models"
+CONVERSATION = 32_768  # the conversation the lesson sizes everything for
 TINY_CONTEXT = 256
 ROUNDING = 2**21  # the CUDA caching allocator sizes large blocks in steps of 2 MiB
 CHECK_TOKENS, TINY_CHECK_TOKENS = 16, 20  # tiny: longer than its window of 8, to test the ring
+# each timed sample replays CALLS decode steps back to back; REPEATS samples after WARMUP replays
+REPEATS, CALLS, WARMUP = 10, 20, 3
+
+DESIGN_NAMES = ["mha", "gqa", "mqa", "mla", "sliding"]
+DESCRIPTIONS = {
+    "mha": "multi-head: one key and one value per query head",
+    "gqa": "grouped-query: each key-value head serves a group of query heads",
+    "mqa": "multi-query: every query head shares one key-value head",
+    "mla": "latent (MLA): one compressed latent per token, projections absorbed",
+    "sliding": "sliding window on alternating layers, grouped-query otherwise",
+}
+
+
+def design_shapes(tiny: bool) -> list[Shape]:
+    """The five designs, with Qwen3-8B's sizes read from its config (or a shrunken copy)."""
+    cfg = load_config(MODELS / "Qwen3-8B" / "config.json")
+    if tiny:
+        base = Shape("", 4, 128, 4, 32, 256, 512, cfg["rope_theta"], cfg["rms_norm_eps"])
+        kv, rank, rope, window = {"mha": 4, "gqa": 2, "mqa": 1}, 32, 16, 8
+    else:
+        # the same decoder for every design: no query and key norms, which latents do not have
+        base = replace(Shape.of_config(cfg, name=""), qk_norm=False)
+        kv = {"mha": base.heads, "gqa": cfg["num_key_value_heads"], "mqa": 1}
+        rank, rope, window = 512, 64, 4096
+    return [
+        replace(base, name="mha", kv_heads=kv["mha"]),
+        replace(base, name="gqa", kv_heads=kv["gqa"]),
+        replace(base, name="mqa", kv_heads=kv["mqa"]),
+        replace(base, name="mla", kv_heads=0, kv_lora_rank=rank, rope_dim=rope),
+        replace(base, name="sliding", kv_heads=kv["gqa"], window=window),
+    ]
 
 
 def depths(context: int) -> list[int]:
@@ -65,11 +81,11 @@ def depths(context: int) -> list[int]:
     return [0, context // 4, context - 1]
 
 
-def correctness(d: Design, weights: dict[str, Any], dec: Decoder, tokens: int) -> dict[str, float]:
-    """Our decode steps against the textbook model in float32, and the textbook model in bf16 too."""
+def correctness(d: Shape, weights: Weights, dec: Decoder, tokens: int) -> dict[str, float]:
+    """Our decode steps against the textbook model in float32, and the textbook model in bf16."""
     ids = torch.randint(0, d.vocab, (tokens,), device=dec.device)
+    ours = decode_tokens(dec, ids)
     with torch.no_grad():
-        ours = decode_tokens(dec, ids)
         exact = reference_logits(d, weights, ids, torch.float32)
         plain_bf16 = reference_logits(d, weights, ids, torch.bfloat16)
     return {
@@ -79,21 +95,45 @@ def correctness(d: Design, weights: dict[str, Any], dec: Decoder, tokens: int) -
     }
 
 
+def prefill_peak(d: Shape, dec: Decoder, tokens: int, peak: memory.PeakMemory) -> int | None:
+    """The working space of a prompt of `tokens` tokens run in one pass: the peak allocated
+    beyond what was allocated before it (weights, cache). None for the designs the decoder has
+    no prompt pass for (latents, windows); 0 on the CPU, which has no counter."""
+    if d.kv_lora_rank or d.window:
+        return None
+    ids = torch.randint(0, d.vocab, (tokens,), device=dec.device)
+    peak.part()  # from here: the prompt pass alone
+    base = memory.allocated(dec.device)
+    with torch.no_grad():
+        dec.prefill(ids)
+    top = peak.part()["allocated"]
+    del ids
+    return max(top - base, 0) if memory.cuda(dec.device) else 0
+
+
+def time_depth(dec: Decoder, depth: int, device: torch.device) -> timing.Spread:
+    """Seconds per decode step at `depth`: a CUDA graph's replays, timed by CUDA events."""
+    run = dec.graph(depth)
+    if memory.cuda(device):
+        return timing.time_gpu(run, device, repeats=REPEATS, warmup=WARMUP, calls=CALLS)
+    return timing.time_gpu(run, device, repeats=3, warmup=1, calls=1)
+
+
 def run_design(
-    d: Design,
+    d: Shape,
     args: argparse.Namespace,
     device: torch.device,
-    bw: float,
-    peak: PeakMemory,
-    outside: int,
+    bw: Any,
+    peak: memory.PeakMemory,
 ) -> dict[str, Any]:
     """Build one design, measure its cache and its decode speed, free it; its numbers."""
-    clock, cuda = Stopwatch(), device.type == "cuda"
-    lay, context = d.layout(), TINY_CONTEXT if args.tiny else CONVERSATION
-    formula = lay.cache_bytes(context)
+    clock, cuda = timing.Stopwatch(), memory.cuda(device)
+    context = TINY_CONTEXT if args.tiny else CONVERSATION
+    room = facts.room(memory.CARD)
+    formula = d.cache_bytes(context)
     row: dict[str, Any] = {
         "description": DESCRIPTIONS[d.name],
-        "attention": lay.kind,
+        "attention": d.kind,
         "layers": d.layers,
         "hidden": d.hidden,
         "heads": d.heads,
@@ -104,8 +144,8 @@ def run_design(
         "kv_lora_rank": d.kv_lora_rank,
         "rope_dim": d.rope_dim,
         "window": d.window or 0,
-        "window_layers": lay.window_layers,
-        "bytes_per_token": lay.bytes_per_token(),
+        "window_layers": d.window_layers,
+        "bytes_per_token": d.bytes_per_token(),
         "context_tokens": context,
         "cache_bytes_formula": formula,
         "weight_bytes_formula": d.weight_bytes(),
@@ -113,29 +153,29 @@ def run_design(
     print(f"\n{d.name}: {DESCRIPTIONS[d.name]}")
     shape = (
         f"a latent of {d.kv_lora_rank} + {d.rope_dim} numbers per token and layer"
-        if d.name == "mla"
+        if d.kv_lora_rank
         else f"{d.kv_heads} key-value heads of {d.head_dim}"
     )
     print(f"  {d.layers} layers, {d.heads} query heads; {shape}")
     need = d.weight_bytes() + formula
-    free = free_bytes(device)
+    free = memory.free_bytes(device)
     if free is not None and need + 2**30 > free:
         print(
             f"  needs {human(need)} for weights and a {context:,}-token cache; this GPU has"
             f" {human(free)} free: skipped"
         )
-        fits = need + 2**30 + outside <= CARD_24GB  # on paper, with 1 GiB of working space
+        fits = need + 2**30 <= room.bytes  # on paper, with 1 GiB of working space
         row.update(skipped=True, fits_24gb=fits, fits_24gb_flag="yes" if fits else "no")
         return row
 
     # each design draws its own random numbers: its check and its cache do not depend on which
     # designs were built before it
     torch.manual_seed(DESIGN_NAMES.index(d.name))
-    peak.reset()
-    before = allocated(device)  # the same for every design, as check_freed makes sure below
-    weights = build_weights(d, device, seed=1)
+    peak.part()  # from here: this design alone
+    before = memory.allocated(device)  # the same for every design, as check_freed makes sure
+    weights = random_weights(d, device, seed=1)
     tensors = weight_nbytes(weights)
-    resident = allocated(device) - before if cuda else tensors
+    resident = memory.allocated(device) - before if cuda else tensors
     check(
         tensors == d.weight_bytes(),
         f"{d.name}: the weights take {tensors:,} B, the formula says {d.weight_bytes():,} B",
@@ -145,17 +185,17 @@ def run_design(
     check(
         0 <= resident - tensors < ROUNDING * count, f"{d.name}: the allocator holds {resident:,} B"
     )
-    dec = Decoder(d, weights, context, fuse=not args.no_compile)
+    dec = Decoder(d, weights, context, fuse=not args.no_compile, split_k=False)
     reserved = dec.cache_reserved
     print(
         f"  weights {tensors:,} B ({human(tensors)})"
         + (f", {resident:,} B taken from the allocator" if cuda else "")
-        + f"; one decode step reads {d.weight_bytes_read():,} B (all but the embedding table)"
+        + f";\n  one decode step reads {d.weight_bytes_read():,} B (all but the embedding table)"
     )
     same = "exactly the formula" if reserved == formula else f"formula {formula:,} B"
     print(
         f"  cache for {context:,} tokens: reserved {reserved:,} B ({human(reserved)}), {same}"
-        f" ({lay.bytes_per_token():,} B per token"
+        f"\n  ({d.bytes_per_token():,} B per token"
         + (f"; window layers capped at {d.window:,} tokens" if d.window else "")
         + ")"
     )
@@ -167,54 +207,69 @@ def run_design(
     errors = correctness(d, weights, dec, TINY_CHECK_TOKENS if args.tiny else CHECK_TOKENS)
     print(
         f"  check over {errors['tokens']} tokens, logits against the plain model in float32:"
-        f" ours off by {errors['ours']:.4f}, the plain model in bf16 by {errors['plain_bf16']:.4f}"
+        f"\n  ours off by {errors['ours']:.4f},"
+        f" the plain model in bf16 by {errors['plain_bf16']:.4f}"
     )
     check(
         errors["ours"] < 2 * errors["plain_bf16"] + 0.01,
         f"{d.name}: the decode step is off by {errors['ours']:.4f} from the plain model",
     )
+    memory.release(device)  # the check's temporaries: the peaks below are the prompt's and decode's
+    chunk = context // 4
+    prompt = prefill_peak(d, dec, chunk, peak)
+    if prompt is None:
+        print("  prompt pass: not written for this design (see the designs with plain heads)")
+    else:
+        print(
+            f"  a prompt of {chunk:,} tokens in one pass: {human(prompt)} of working space"
+            + ("" if cuda else " (no GPU to measure)")
+        )
 
     dec.fill_random()
-    if cuda:
-        torch.cuda.empty_cache()  # let go of the check's temporaries, so the peak below is decode's
-    peak.reset()  # from here: what serving this conversation takes (weights, cache, decode)
+    memory.release(device)
+    peak.part()  # from here: what serving this conversation takes (weights, cache, decode)
     print(
-        f"  {'depth':>8}  {'measured':>12}  {'bytes-bound':>12}  {'share':>6}  {'ms/token':>8}  {'bytes/step':>10}"
+        f"  {'depth':>8}  {'measured':>12}  {'spread':>6}  {'bytes-bound':>12}  {'share':>6}"
+        f"  {'ms/token':>8}  {'bytes/step':>10}"
     )
     timings: dict[str, Any] = {}
     for depth in depths(context):
-        run = dec.graph(depth)
-        steps, repeats = (30, 3) if cuda else (1, 1)
-        seconds = time_calls(run, device, calls=steps, repeats=repeats)
+        seconds = time_depth(dec, depth, device)
         # the step reads every weight but the embedding table, and the new token's entry too
-        step_bytes = d.weight_bytes_read() + lay.cache_bytes(depth + 1)
-        bound, tok_s = bw / step_bytes, 1 / seconds
+        step_bytes = d.weight_bytes_read() + d.cache_bytes(depth + 1)
+        tok_s = timing.derive(seconds, lambda s: 1 / s)
+        bound = timing.derive(bw, lambda b, n=step_bytes: b / n)
+        fraction = timing.ratio(tok_s, bound)
         print(
-            f"  {depth:>8,}  {tok_s:>8.1f} tok/s  {bound:>6.1f} tok/s  {tok_s / bound:>6.1%}"
-            f"  {seconds * 1e3:>8.3f}  {human(step_bytes):>10}"
+            f"  {depth:>8,}  {tok_s.median:>8.1f} tok/s  {tok_s.relative:>6.1%}"
+            f"  {float(bound):>6.1f} tok/s  {float(fraction):>6.1%}"
+            f"  {seconds.median * 1e3:>8.3f}  {human(step_bytes):>10}"
         )
         # (on the CPU a tiny model sits in the processor's caches: no bytes bound holds there)
         check(
-            0 < tok_s and (not cuda or tok_s < 1.05 * bound),
-            f"{d.name}: {tok_s:.1f} tok/s is faster than the bytes allow ({bound:.1f})",
+            0 < tok_s.median and (not cuda or tok_s.median < 1.05 * float(bound)),
+            f"{d.name}: {tok_s.median:.1f} tok/s is faster than the bytes allow"
+            f" ({float(bound):.1f})",
         )
         timings[str(depth)] = {
             "tok_s": tok_s,
             "bound_tok_s": bound,
-            "fraction": tok_s / bound,
-            "percent": 100 * tok_s / bound,
+            "fraction": fraction,
+            "percent": timing.derive(fraction, lambda f: 100 * f),
             "seconds_per_token": seconds,
             "bytes_per_step": step_bytes,
-            "cache_bytes_read": lay.cache_bytes(depth + 1),
+            "cache_bytes_read": d.cache_bytes(depth + 1),
         }
-        del run
     part = peak.part()
     work = part["allocated"] - before - resident - reserved if cuda else 0
-    fits = (part["reserved"] + outside if cuda else resident + reserved) <= CARD_24GB
-    where = "measured peak" if cuda else "weights + cache (no GPU to measure)"
+    fits = (part["reserved"] if cuda else resident + reserved) <= room.bytes
+    where = "its measured peak" if cuda else "weights + cache (no GPU to measure)"
     print(
-        f"  peak GPU memory while decoding: {part['allocated']:,} B allocated ({human(part['allocated'])}),"
-        f" {part['reserved']:,} B reserved; a 24 GB card ({where}):"
+        f"  peak GPU memory while decoding: {part['allocated']:,} B allocated"
+        f" ({human(part['allocated'])}), {part['reserved']:,} B reserved"
+    )
+    print(
+        f"  on a 24 GB card ({human(room.bytes)} usable), {where}:"
         + (" fits" if fits else " does NOT fit a 32K conversation")
     )
     first, last = timings["0"], timings[str(depths(context)[-1])]
@@ -226,29 +281,31 @@ def run_design(
         cache_bytes_reserved=reserved,
         cache_bytes_tensors=dec.cache_nbytes(),
         check=errors,
+        prompt_tokens=chunk,
+        prefill_work_bytes=prompt,
         depths=timings,
         peak_gpu_memory=part["allocated"],
         peak_gpu_memory_reserved=part["reserved"],
         work_bytes=work,
         fits_24gb=fits,
         fits_24gb_flag="yes" if fits else "no",
-        slowdown=first["tok_s"] / last["tok_s"],
-        slowdown_predicted=first["bound_tok_s"] / last["bound_tok_s"],
+        slowdown=timing.ratio(first["tok_s"], last["tok_s"]),
+        slowdown_predicted=last["bytes_per_step"] / first["bytes_per_step"],
         seconds=clock.seconds(),
     )
     print(
-        f"  from depth 0 to {depths(context)[-1]:,}: {row['slowdown']:.2f}x slower measured,"
-        f" {row['slowdown_predicted']:.2f}x by the bytes; {clock.seconds():.0f} s for this design"
+        f"  from depth 0 to {depths(context)[-1]:,}: {row['slowdown'].median:.2f}x slower"
+        f" measured, {row['slowdown_predicted']:.2f}x by the bytes;"
+        f" {clock.seconds():.0f} s for this design"
     )
     gone = [weakref.ref(dec), weakref.ref(weights["embed"])]
     del dec, weights
-    row["left_bytes"] = check_freed(device, before, f"design {d.name}", gone)
+    row["left_bytes"] = memory.check_freed(device, before, f"design {d.name}", gone)
     return row
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_device_args(parser)
+    parser = devices.arguments(__doc__)
     parser.add_argument(
         "--designs",
         nargs="+",
@@ -263,62 +320,77 @@ def main() -> None:
         "--no-compile", action="store_true", help="leave the small operations unfused"
     )
     args = parser.parse_args()
-    clock, device = Stopwatch(), pick_device(args.device, args.tiny)
-    print(describe(device))
+    clock, device = timing.Stopwatch(), devices.pick(args)
+    print(devices.describe(device, "torch"))
     torch.manual_seed(0)
-    peak = PeakMemory(device)
-    cuda = device.type == "cuda"
-    bw = args.bandwidth or copy_bandwidth(device, 2**24 if args.tiny else 2**32)
-    print(f"copy bandwidth: {bw / 1e12:.2f} TB/s (device-to-device copy, bytes read + written)")
-    check(0 < bw < 6e12, f"a copy bandwidth of {bw / 1e12:.2f} TB/s is beyond any memory of today")
-    outside = outside_bytes(device)
+    peak = memory.PeakMemory(device)
+    cuda = memory.cuda(device)
+    bw = args.bandwidth or timing.copy_bandwidth(device, 2**24 if args.tiny else 2**32)
+    print(
+        f"copy bandwidth: {float(bw) / 1e12:.2f} TB/s (device-to-device copy, bytes read +"
+        " written" + (f"; spread {bw.relative:.1%})" if isinstance(bw, timing.Spread) else ")")
+    )
+    check(
+        0 < float(bw) < 6e12,
+        f"a copy bandwidth of {float(bw) / 1e12:.2f} TB/s is beyond any memory of today",
+    )
+    outside = memory.outside_bytes(device)
     context = TINY_CONTEXT if args.tiny else CONVERSATION
     how = "one CUDA graph per depth" if cuda else "eager on the CPU"
     how += ", small operations fused by torch.compile" if cuda and not args.no_compile else ""
     print(f"decoder: {how}; memory outside PyTorch (CUDA context, libraries): {human(outside)}")
+    card = facts.card(memory.CARD)
+    print(
+        f"a 24 GB card leaves {human(facts.room(memory.CARD).bytes)} for tensors ({card.label}:"
+        f" {human(card.torch_total or 0)} to PyTorch, less the CUDA context)"
+    )
+    if cuda:
+        print(
+            f"each speed: the median of {REPEATS} samples of {CALLS} steps replayed, timed by"
+            " the GPU's clock (spread: fastest to slowest sample, against the median)"
+        )
 
     results: dict[str, Any] = {
         "device": device.type,
         "tiny": args.tiny,
         "copy_bandwidth": bw,
-        "copy_bandwidth_gb_s": bw / 1e9,
+        "copy_bandwidth_gb_s": timing.derive(bw, lambda b: b / 1e9),
         "decoder": how,
         "context_tokens": context,
         "depths": depths(context),
         "outside_bytes": outside,
-        "card_24gb_bytes": CARD_24GB,
+        "card_24gb_bytes": facts.room(memory.CARD).bytes,
         "order": list(dict.fromkeys(args.designs)),
         "designs": {},
     }
-    built = {d.name: d for d in designs(args.tiny)}
+    built = {d.name: d for d in design_shapes(args.tiny)}
     for name in results["order"]:
-        results["designs"][name] = run_design(built[name], args, device, bw, peak, outside)
+        results["designs"][name] = run_design(built[name], args, device, bw, peak)
 
     done = {k: v for k, v in results["designs"].items() if not v["skipped"]}
+    prompts = [
+        r["prefill_work_bytes"] for r in done.values() if r["prefill_work_bytes"] is not None
+    ]
+    results["prefill_work_bytes"] = max(prompts) if prompts else None
     last = str(depths(context)[-1])
     print(
-        f"\n{'design':<8} {'B/token':>9} {f'cache {context:,}':>13} {'tok/s d0':>9} {f'tok/s d{last}':>12}"
-        f" {'share':>6} {'24 GB':>6}"
+        f"\n{'design':<8} {'B/token':>9} {f'cache {context:,}':>13} {'tok/s d0':>9}"
+        f" {f'tok/s d{last}':>12} {'share':>6} {'24 GB':>6}"
     )
     for name, r in done.items():
         print(
             f"{name:<8} {r['bytes_per_token']:>9,} {human(r['cache_bytes_reserved']):>13}"
-            f" {r['depths']['0']['tok_s']:>9.1f} {r['depths'][last]['tok_s']:>12.1f}"
-            f" {r['depths'][last]['percent']:>5.0f}% {'fits' if r['fits_24gb'] else 'no':>6}"
+            f" {r['depths']['0']['tok_s'].median:>9.1f} {r['depths'][last]['tok_s'].median:>12.1f}"
+            f" {float(r['depths'][last]['percent']):>5.0f}% {'fits' if r['fits_24gb'] else 'no':>6}"
         )
-    step_peak = peak.fold()
     # the CUDA context grows as kernels are loaded: keep the larger of the two readings
-    results["outside_bytes"] = max(outside, outside_bytes(device))
-    results.update(
-        peak_gpu_memory=step_peak["allocated"],
-        peak_gpu_memory_reserved=step_peak["reserved"],
-        seconds=clock.seconds(),
+    results["outside_bytes"] = max(outside, memory.outside_bytes(device))
+    results["peak_gpu_memory"] = peak.report(
+        sized_to_card="a design whose weights and cache do not fit the free memory is skipped"
     )
+    results["seconds"] = clock.seconds()
     print(f"\nwrote {write_results('designs', results)}")
-    print(
-        f"step time: {clock.seconds():.1f} s; peak GPU memory: {step_peak['allocated']:,} B"
-        f" ({human(step_peak['allocated'])})" + ("" if cuda else " (no GPU used)")
-    )
+    print(f"step time: {clock.seconds():.1f} s")
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ reads it. The cache takes a little more than half the bytes. What does that buy,
 does it cost?
 
   - memory: the cache of a 32,768-token conversation, reserved, against the formula;
-  - error: a prompt is run once (its keys and values computed exactly), then the model
-    decodes with the bf16 cache and with the fp8 cache, both fed the same tokens; the
-    logits are compared step by step (relative error, and whether the top token agrees);
-  - speed: decode tokens per second at depths 8,192 and 32,767 with each cache.
+  - error: each of several prompts is run once (its keys and values computed exactly), then
+    the model decodes with the bf16 cache and with the fp8 cache, both fed the same tokens;
+    the logits are compared step by step (relative error, and how often the top token
+    changes: a rate over every step, with its spread over the prompts);
+  - speed: decode tokens per second at depths 8,192 and 32,767 with each cache, timed by the
+    GPU's clock over repeats (median and spread).
 
     python3 fp8_cache.py                       # about 1 minute on one H200
     python3 fp8_cache.py --device cpu --tiny   # a shrunken model, seconds
@@ -17,74 +19,74 @@ does it cost?
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import weakref
 from typing import Any
 
 import torch
-from cachelab import (
-    CONVERSATION,
-    PeakMemory,
-    Stopwatch,
-    add_device_args,
-    allocated,
-    check,
-    check_freed,
-    copy_bandwidth,
-    describe,
-    designs,
-    fp8_layout,
-    human,
-    pick_device,
-    release_memory,
-    time_calls,
-    write_results,
-)
-from small_decoder import Decoder, build_weights, relative_error
+from designs import CONVERSATION, design_shapes, time_depth
+from labkit import device as devices
+from labkit import memory, timing
+from labkit.checks import check
+from labkit.decoder import Decoder, Weights, random_weights
+from labkit.reference import relative_error
+from labkit.results import write_results
+from labkit.shapes import Shape
+from labkit.units import human
 
-PROMPT, STEPS = 8_192, 32
-TINY_CONTEXT, TINY_PROMPT, TINY_STEPS = 256, 32, 6
+PROMPT, STEPS, PROMPTS = 8_192, 32, 8
+TINY_CONTEXT, TINY_PROMPT, TINY_STEPS, TINY_PROMPTS = 256, 32, 6, 2
 
 
 def compare(
-    d: Any, weights: dict[str, Any], device: torch.device, prompt: int, steps: int, fuse: bool
-) -> dict[str, Any]:
-    """Decode `steps` tokens after a `prompt`-token prompt with a bf16 and an fp8 cache."""
-    exact = Decoder(d, weights, prompt + steps, fuse, "bf16")
-    eight = Decoder(d, weights, prompt + steps, fuse, "fp8")
-    ids = torch.randint(0, d.vocab, (prompt,), device=device)
-    errors, agree, margins, worst = [], 0, [], 0.0
-    with torch.no_grad():
-        first = exact.prefill(ids)[0].float()
-        eight.prefill(ids)
-        token = first.argmax()
+    d: Shape, weights: Weights, device: torch.device, prompt: int, steps: int, prompts: int,
+    fuse: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """Decode `steps` tokens after each of `prompts` random prompts of `prompt` tokens, with a
+    bf16 and an fp8 cache fed the same tokens; the logits' differences and the top tokens."""
+    exact = Decoder(d, weights, prompt + steps, fuse=fuse, split_k=False, cache="bf16")
+    eight = Decoder(d, weights, prompt + steps, fuse=fuse, split_k=False, cache="fp8")
+    errors, margins, changed, worst = [], [], [], 0.0
+    for _ in range(prompts):
+        ids = torch.randint(0, d.vocab, (prompt,), device=device)
+        with torch.no_grad():  # the prompt pass is not compiled: no graphs to keep apart
+            token = exact.prefill(ids)[0].float().argmax()
+            eight.prefill(ids)
+        differ = 0
         for s in range(steps):
             exact.token.fill_(int(token))  # both are fed the bf16 run's choice: no drift
             eight.token.fill_(int(token))
             a, b = exact.step(prompt + s)[0].float(), eight.step(prompt + s)[0].float()
             errors.append(relative_error(b, a))
             worst = max(worst, float((b - a).abs().max()))
-            agree += int(a.argmax() == b.argmax())
+            differ += int(a.argmax() != b.argmax())
             top2 = a.topk(2).values
             margins.append(float(top2[0] - top2[1]))
             token = a.argmax()
+        changed.append(differ)
     del exact, eight
+    total = prompts * steps
     return {
         "prompt_tokens": prompt,
-        "steps": steps,
+        "prompts": prompts,
+        "steps_per_prompt": steps,
+        "steps": total,
         "rel_error_mean": statistics.fmean(errors),
         "rel_error_max": max(errors),
         "abs_error_max": worst,
-        "argmax_agree": agree,
-        "argmax_agree_fraction": agree / steps,
+        "argmax_agree": total - sum(changed),
+        "argmax_agree_fraction": (total - sum(changed)) / total,
+        "argmax_changed": sum(changed),
+        "argmax_changed_per_prompt": changed,
+        # the share of steps whose top token changed: over all steps, and its spread over prompts
+        "argmax_change_rate": sum(changed) / total,
+        "argmax_change_rate_prompts": timing.Spread.of([c / steps for c in changed]),
         "top2_margin_median": statistics.median(margins),
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_device_args(parser)
+    parser = devices.arguments(__doc__)
     parser.add_argument(
         "--bandwidth", type=float, help="use this copy bandwidth (B/s) instead of measuring"
     )
@@ -92,42 +94,58 @@ def main() -> None:
         "--no-compile", action="store_true", help="leave the small operations unfused"
     )
     args = parser.parse_args()
-    clock, device = Stopwatch(), pick_device(args.device, args.tiny)
-    cuda = device.type == "cuda"
-    print(describe(device))
+    clock, device = timing.Stopwatch(), devices.pick(args)
+    cuda = memory.cuda(device)
+    print(devices.describe(device, "torch"))
     torch.manual_seed(0)
-    peak = PeakMemory(device)
-    bw = args.bandwidth or copy_bandwidth(device, 2**24 if args.tiny else 2**32)
-    print(f"copy bandwidth: {bw / 1e12:.2f} TB/s (device-to-device copy, bytes read + written)")
-    check(0 < bw < 6e12, f"a copy bandwidth of {bw / 1e12:.2f} TB/s is beyond any memory of today")
+    peak = memory.PeakMemory(device)
+    bw = args.bandwidth or timing.copy_bandwidth(device, 2**24 if args.tiny else 2**32)
+    print(
+        f"copy bandwidth: {float(bw) / 1e12:.2f} TB/s (device-to-device copy, bytes read + written)"
+    )
+    check(
+        0 < float(bw) < 6e12,
+        f"a copy bandwidth of {float(bw) / 1e12:.2f} TB/s is beyond any memory of today",
+    )
     context = TINY_CONTEXT if args.tiny else CONVERSATION
-    prompt, steps = (TINY_PROMPT, TINY_STEPS) if args.tiny else (PROMPT, STEPS)
-    d = next(x for x in designs(args.tiny) if x.name == "gqa")
-    lay16, lay8 = d.layout(), fp8_layout(d)
-    weights = build_weights(d, device, seed=1)
+    prompt, steps, prompts = (
+        (TINY_PROMPT, TINY_STEPS, TINY_PROMPTS) if args.tiny else (PROMPT, STEPS, PROMPTS)
+    )
+    d = next(x for x in design_shapes(args.tiny) if x.name == "gqa")
+    weights = random_weights(d, device, seed=1)
     fuse = not args.no_compile
+    per16, per8 = d.bytes_per_token("bf16"), d.bytes_per_token("fp8")
+    weights_read = d.weight_bytes_read()
     print(
         f"grouped-query design: {d.layers} layers, {d.kv_heads} key-value heads of {d.head_dim};"
         f" random bf16 weights, {human(d.weight_bytes())}"
     )
     print(
-        f"bytes per token: bf16 {lay16.bytes_per_token():,} B; fp8 {lay8.bytes_per_token():,} B"
+        f"bytes per token: bf16 {per16:,} B; fp8 {per8:,} B"
         f" = 2 x {d.layers} x {d.kv_heads} x ({d.head_dim} x 1 byte + a 4-byte scale)"
-        f" ({lay8.bytes_per_token() / lay16.bytes_per_token():.1%})"
+        f" ({per8 / per16:.1%})"
     )
 
-    peak.reset()
-    errors = compare(d, weights, device, prompt, steps, fuse)
-    release_memory(device)  # so the next part's peak is its own
-    print(f"\nafter a {prompt:,}-token prompt, {steps} decode steps fed the same tokens:")
+    peak.part()  # from here: the comparison of the logits
+    errors = compare(d, weights, device, prompt, steps, prompts, fuse)
+    memory.release(device)  # so the next part's peak is its own
     print(
-        f"  logits, fp8 cache against bf16 cache: relative error {errors['rel_error_mean']:.4f} on average,"
-        f" {errors['rel_error_max']:.4f} at worst (largest single difference {errors['abs_error_max']:.3f})"
+        f"\nafter each of {prompts} prompts of {prompt:,} tokens, {steps} decode steps fed the"
+        " same tokens:"
     )
     print(
-        f"  the top token agrees in {errors['argmax_agree']} of {steps} steps;"
-        f" the median gap between the two top logits is {errors['top2_margin_median']:.3f}"
-        " (random weights: real models are usually far more decided)"
+        f"  logits, fp8 cache against bf16 cache: relative error {errors['rel_error_mean']:.4f}"
+        f" on average,\n  {errors['rel_error_max']:.4f} at worst"
+        f" (largest single difference {errors['abs_error_max']:.3f})"
+    )
+    print(
+        f"  the top token changed in {errors['argmax_changed']} of {errors['steps']} steps"
+        f" ({errors['argmax_change_rate']:.1%}); in each prompt's {steps} steps:"
+        f" {', '.join(map(str, errors['argmax_changed_per_prompt']))}"
+    )
+    print(
+        f"  the median gap between the two top logits is {errors['top2_margin_median']:.3f}"
+        "\n  (random weights: real models are usually far more decided)"
     )
     check(
         errors["rel_error_mean"] < 0.25,
@@ -135,11 +153,11 @@ def main() -> None:
     )
 
     timed: dict[str, Any] = {}
-    for fmt, lay in (("bf16", lay16), ("fp8", lay8)):
-        peak.reset()
-        before = allocated(device)
-        dec = Decoder(d, weights, context, fuse, fmt)
-        formula = lay.cache_bytes(context)
+    for fmt in ("bf16", "fp8"):
+        peak.part()  # from here: this cache alone
+        before = memory.allocated(device)
+        dec = Decoder(d, weights, context, fuse=fuse, split_k=False, cache=fmt)
+        formula = d.cache_bytes(context, fmt)
         print(
             f"\n{fmt} cache for {context:,} tokens: reserved {dec.cache_reserved:,} B"
             f" ({human(dec.cache_reserved)}), formula {formula:,} B"
@@ -154,58 +172,58 @@ def main() -> None:
             "cache_bytes_reserved": dec.cache_reserved,
             "cache_bytes_tensors": dec.cache_nbytes(),
             "cache_bytes_formula": formula,
-            "bytes_per_token": lay.bytes_per_token(),
+            "bytes_per_token": d.bytes_per_token(fmt),
             "depths": {},
         }
         for depth in (context // 4, context - 1):
-            run = dec.graph(depth)
-            seconds = time_calls(run, device, calls=30 if cuda else 1, repeats=3 if cuda else 1)
-            read = lay.cache_bytes(depth + 1)
+            seconds = time_depth(dec, depth, device)
+            read = d.cache_bytes(depth + 1, fmt)
             # this implementation also writes a bf16 copy of the filled part and reads it back
-            moved = read + (2 * lay16.cache_bytes(depth + 1) if fmt == "fp8" else 0)
-            bound = bw / (d.weight_bytes_read() + read)
-            bound_here = bw / (d.weight_bytes_read() + moved)
-            tok_s = 1 / seconds
+            moved = read + (2 * d.cache_bytes(depth + 1, "bf16") if fmt == "fp8" else 0)
+            bound = timing.derive(bw, lambda b, n=weights_read + read: b / n)
+            bound_here = timing.derive(bw, lambda b, n=weights_read + moved: b / n)
+            tok_s = timing.derive(seconds, lambda s: 1 / s)
+            share = timing.ratio(tok_s, bound)
             print(
-                f"  depth {depth:>7,}: {tok_s:8.1f} tok/s; bytes bound {bound:8.1f} tok/s ({tok_s / bound:.0%})"
-                + (
-                    f"; {bound_here:.1f} tok/s counting the bf16 copy it writes and reads"
-                    if fmt == "fp8"
-                    else ""
-                )
+                f"  depth {depth:>7,}: {tok_s.median:8.1f} tok/s (spread {tok_s.relative:.1%});"
+                f" bytes bound {float(bound):8.1f} tok/s ({float(share):.0%})"
             )
+            if fmt == "fp8":
+                print(
+                    f"    {float(bound_here):.1f} tok/s counting the bf16 copy it writes and reads"
+                )
             check(
-                0 < tok_s and (not cuda or tok_s < 1.05 * bound),
-                f"{tok_s:.1f} tok/s is faster than the bytes allow",
+                0 < tok_s.median and (not cuda or tok_s.median < 1.05 * float(bound)),
+                f"{tok_s.median:.1f} tok/s is faster than the bytes allow",
             )
             row["depths"][str(depth)] = {
                 "tok_s": tok_s,
                 "bound_tok_s": bound,
-                "percent": 100 * tok_s / bound,
+                "percent": timing.derive(share, lambda f: 100 * f),
                 "bound_as_implemented_tok_s": bound_here,
                 "seconds_per_token": seconds,
                 "cache_bytes_read": read,
                 "bytes_moved_by_attention": moved,
             }
-            del run
         row["peak_gpu_memory"] = peak.part()["allocated"]
         timed[fmt] = row
         gone = [weakref.ref(dec)]
         del dec
-        row["left_bytes"] = check_freed(device, before, f"the {fmt} cache part", gone)
+        row["left_bytes"] = memory.check_freed(device, before, f"the {fmt} cache part", gone)
 
     print(f"\n{'depth':>8} {'bf16 tok/s':>11} {'fp8 tok/s':>10} {'fp8 / bf16':>10}")
     for depth in timed["bf16"]["depths"]:
         a, b = timed["bf16"]["depths"][depth]["tok_s"], timed["fp8"]["depths"][depth]["tok_s"]
-        timed["fp8"]["depths"][depth]["speed_vs_bf16"] = b / a
-        print(f"{int(depth):>8,} {a:>11.1f} {b:>10.1f} {b / a:>10.2f}")
+        speed = timing.ratio(b, a)
+        timed["fp8"]["depths"][depth]["speed_vs_bf16"] = speed
+        print(f"{int(depth):>8,} {a.median:>11.1f} {b.median:>10.1f} {float(speed):>10.2f}")
     print(
         "the fp8 cache is dequantised into a bf16 copy before attention: it saves memory, and it"
-        " would save time only with an attention kernel that reads the 8-bit numbers itself"
+        "\nwould save time only with an attention kernel that reads the 8-bit numbers itself"
     )
-    step_peak = peak.fold()
     results = {
         "device": device.type,
+        "tiny": args.tiny,
         "copy_bandwidth": bw,
         "design": "gqa",
         "context_tokens": context,
@@ -214,21 +232,17 @@ def main() -> None:
         "head_dim": d.head_dim,
         "weight_bytes": d.weight_bytes(),
         "weight_bytes_read": d.weight_bytes_read(),
-        "bytes_per_token_bf16": lay16.bytes_per_token(),
-        "bytes_per_token_fp8": lay8.bytes_per_token(),
-        "fp8_over_bf16": lay8.bytes_per_token() / lay16.bytes_per_token(),
+        "bytes_per_token_bf16": per16,
+        "bytes_per_token_fp8": per8,
+        "fp8_over_bf16": per8 / per16,
         "logits": errors,
         "cache": timed,
         "scale": "one float32 per head and token (largest magnitude / 448)",
-        "peak_gpu_memory": step_peak["allocated"],
-        "peak_gpu_memory_reserved": step_peak["reserved"],
-        "seconds": clock.seconds(),
     }
+    results["peak_gpu_memory"] = peak.report()
+    results["seconds"] = clock.seconds()
     print(f"\nwrote {write_results('fp8', results)}")
-    print(
-        f"step time: {clock.seconds():.1f} s; peak GPU memory: {step_peak['allocated']:,} B"
-        f" ({human(step_peak['allocated'])})" + ("" if cuda else " (no GPU used)")
-    )
+    print(f"step time: {clock.seconds():.1f} s")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
-"""Step 4: how many 32K-token conversations each design serves from one GPU.
+"""Step 4: how many 32K-token conversations each design serves from one GPU, by vLLM's rule.
 
-From step 2's measured sizes (and step 3's, for the 8-bit cache):
+From step 2's measured sizes (and step 3's, for the 8-bit cache), with vLLM's memory rule and
+the cards' memory from the course's facts (labkit/facts.toml):
 
-    room          = GPU memory - memory outside PyTorch - weights - working space
-    conversations = room / cache of one 32,768-token conversation   (rounded down)
+    cache         = gpu_memory_utilization x the card's memory as PyTorch sees it
+                    - weights - memory outside PyTorch - activation peak
+    conversations = cache / cache of one 32,768-token conversation   (rounded down)
 
-for one H200 (139 GiB usable) and for a 24 GB card. Standard library only: it reads
-results/designs.json (and results/fp8.json when step 3 has run).
+The activation peak is the larger of two working spaces measured in step 2: a prompt of 8,192
+tokens in one pass, and decoding. For one H200 and for a 24 GB card (an RTX 4090). Standard
+library only: it reads results/designs.json (and results/fp8.json when step 3 has run).
 
     python3 serving.py
 """
@@ -16,31 +19,29 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cachelab import (
-    CARD_24GB,
-    DESCRIPTIONS,
-    DESIGN_NAMES,
-    H200_USABLE,
-    Stopwatch,
-    check,
-    human,
-    read_results,
-    write_results,
-)
+from labkit import facts
+from labkit.checks import check
+from labkit.results import need_results, read_results, write_results
+from labkit.timing import Stopwatch
+from labkit.units import human
 
-CARDS = {"h200": ("one H200", H200_USABLE), "card_24gb": ("a 24 GB card", CARD_24GB)}
+CARDS = {"h200": "h200", "card_24gb": "rtx-4090"}  # results key: the card in the facts file
+FP8 = "grouped-query, cache stored as float8 with a scale per head and token"
 
 
-def plan(
-    memory: int, outside: int, weights: int, work: int, per_conversation: int
-) -> dict[str, Any]:
-    """The room left for caches on a card of `memory` bytes, and the conversations it holds."""
-    room = memory - outside - weights - work
+def plan(card: str, r: dict[str, Any], outside: int) -> dict[str, Any]:
+    """vLLM's cache on a card for one design's measured sizes, and the conversations it holds.
+    A conversation of 32,768 tokens fills whole blocks of 16 tokens: no block is left part-full,
+    so the count is the cache divided by one conversation's cache, rounded down."""
+    budget = facts.vllm(
+        card, activation_peak=r["activation"], non_torch=outside, weights=r["weights"]
+    )
     return {
-        "memory": memory,
-        "room": room,
-        "conversations": max(room, 0) // per_conversation,
-        "fits_weights": room > 0,
+        "memory": budget.lines["total"],
+        "room": budget.cache,
+        "conversations": max(budget.cache, 0) // r["per_conversation"],
+        "fits_weights": budget.cache > 0,
+        "budget": budget,
     }
 
 
@@ -48,73 +49,102 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.parse_args()
     clock = Stopwatch()
-    found = read_results("designs")
-    check(found is not None, "results/designs.json is missing: run designs.py first (step 2)")
-    assert found is not None
+    found = need_results("designs", "designs.py (step 2)")
     fp8 = read_results("fp8")
     context, outside = found["context_tokens"], found["outside_bytes"]
     print(
-        f"conversations of {context:,} tokens; weights and cache sizes as measured in step 2"
-        f" ({found['device']}); memory outside PyTorch {human(outside)}"
+        f"conversations of {context:,} tokens; weights, working space and cache as measured in"
+        f" step 2 ({found['device']});\nmemory outside PyTorch {human(outside)}"
     )
+    ran = [r for r in found["designs"].values() if not r["skipped"]]
+    measured = [r["prefill_work_bytes"] for r in ran if r["prefill_work_bytes"] is not None]
+    prompt, chunk = max(measured, default=0), max((r["prompt_tokens"] for r in ran), default=0)
+    if not measured:
+        print("no design with plain heads ran in step 2: no prompt's working space is counted")
 
     rows: dict[str, dict[str, Any]] = {}
-    for name in [n for n in DESIGN_NAMES if n in found["designs"]]:
+    for name in found["order"]:
         r = found["designs"][name]
         if r["skipped"]:
             print(f"  {name}: skipped in step 2 (it did not fit that GPU); left out")
             continue
+        own = r["prefill_work_bytes"]
         rows[name] = {
+            "description": r["description"],
             "weights": r["weight_bytes_allocated"],  # what the GPU's memory really holds
             "work": r["work_bytes"],
+            # designs without a prompt pass of their own take the largest one measured
+            "prefill": own if own is not None else prompt,
+            "prefill_measured": own is not None,
             "per_conversation": r["cache_bytes_reserved"],
         }
+        rows[name]["activation"] = max(rows[name]["prefill"], rows[name]["work"])
     if fp8 and "gqa" in rows and fp8["context_tokens"] == context:
         rows["gqa_fp8"] = dict(
-            rows["gqa"], per_conversation=fp8["cache"]["fp8"]["cache_bytes_reserved"]
+            rows["gqa"],
+            description=FP8,
+            per_conversation=fp8["cache"]["fp8"]["cache_bytes_reserved"],
         )
     check(bool(rows), "step 2 measured no design")
 
+    share = facts.fact("engines.vllm.gpu_memory_utilization").value
+    cards: dict[str, Any] = {}
+    for key, card in CARDS.items():
+        c = facts.card(card)
+        total = c.torch_total or 0
+        cards[key] = {"card": card, "name": c.label, "memory": total, "share": share,
+                      "requested": facts.vllm(card, activation_peak=0, non_torch=0,
+                                              weights=0).lines["requested"]}  # fmt: skip
+        print(
+            f"{c.label}: {human(total)} as PyTorch sees it; vLLM takes {share:.2f} of it,"
+            f" {human(cards[key]['requested'])}"
+        )
     results: dict[str, Any] = {
         # the sizes it reads are step 2's: from a GPU, or from the CPU's shrunk models
         "device": found["device"],
         "tiny": found.get("tiny", False),
         "context_tokens": context,
         "outside_bytes": outside,
+        "prefill_work_bytes": prompt,
+        "prompt_tokens": chunk,
+        "rule": facts.get("engines.vllm")["rule"],
+        "share": share,
         "designs": {},
-        "cards": {k: {"name": v[0], "memory": v[1]} for k, v in CARDS.items()},
+        "cards": cards,
     }
     print(
-        f"\n{'design':<8} {'weights':>10} {'work':>9} {'cache/conv':>11}"
-        + "".join(f" {label:>16}" for label, _ in CARDS.values())
+        f"\n{'design':<8} {'weights':>10} {'activation':>10} {'cache/conv':>11}"
+        + "".join(f" {cards[k]['name']:>9}" for k in CARDS)
     )
     for name, r in rows.items():
-        out = {
-            "description": DESCRIPTIONS[name],
+        out: dict[str, Any] = {
+            "description": r["description"],
             "weight_bytes": r["weights"],
             "work_bytes": r["work"],
+            "prefill_work_bytes": r["prefill"],
+            "prefill_measured": r["prefill_measured"],
+            "activation_bytes": r["activation"],
             "cache_bytes_per_conversation": r["per_conversation"],
         }
         cells = []
-        for key, (_, memory) in CARDS.items():
-            out[key] = plan(memory, outside, r["weights"], r["work"], r["per_conversation"])
+        for key, card in CARDS.items():
+            out[key] = plan(card, r, outside)
             cells.append(
-                f"{out[key]['conversations']:>16,}"
-                if out[key]["fits_weights"]
-                else f"{'no room':>16}"
+                f" {out[key]['conversations']:>9,}" if out[key]["fits_weights"] else f" {'none':>9}"
             )
         results["designs"][name] = out
         print(
-            f"{name:<8} {human(r['weights']):>10} {human(r['work']):>9} {human(r['per_conversation']):>11}"
-            + "".join(cells)
+            f"{name:<8} {human(r['weights']):>10} {human(r['activation']):>10}"
+            f" {human(r['per_conversation']):>11}" + "".join(cells)
         )
     if "gqa" in results["designs"]:
         base = results["designs"]["gqa"]["h200"]["conversations"]
-        for name, out in results["designs"].items():
+        for out in results["designs"].values():
             out["h200"]["vs_gqa"] = out["h200"]["conversations"] / base if base else None
     print(
-        "\nroom = memory - outside PyTorch - weights - working space (the decode peak beyond"
-        " weights and cache, measured in step 2); conversations = room / cache per conversation"
+        f"\nvLLM's rule: cache = {share:.2f} x memory - weights - outside PyTorch - activation"
+        f"\npeak (the larger of a prompt of {chunk:,} tokens in one pass and decoding, step 2);"
+        "\nconversations = cache / the cache of one conversation"
     )
     results.update(
         peak_gpu_memory=0,

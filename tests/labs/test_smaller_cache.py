@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,10 @@ import pytest
 import yaml
 
 LAB = Path(__file__).resolve().parents[2] / "lab" / "smaller-cache"
+KIT = LAB.parent / "common" / "labkit"
 MODELS = LAB / "models"
+RECORDED = LAB.parents[1] / "build" / "smaller-cache" / "2026-11-30T081310Z-h200"
+SPREAD = {"median", "min", "q1", "q3", "max", "n"}
 # the tiny runs' depths, standing in for the full runs' 8,192 and 32,767 in lab.yml's key paths
 TINY_DEPTHS = {"8192": "64", "32767": "255"}
 
@@ -39,9 +43,21 @@ def key_path(data: Any, path: str) -> Any:
     return data
 
 
+def median(value: Any) -> Any:
+    """A timed value's median (a spread object), or the plain number."""
+    if isinstance(value, dict):
+        assert set(value) == SPREAD, value
+        assert value["min"] <= value["q1"] <= value["median"] <= value["q3"] <= value["max"]
+        return value["median"]
+    return value
+
+
 def copy_lab(root: Path) -> Path:
+    """The lab folder as a run or the zip lays it out: the kit beside the scripts."""
     lab = root / "smaller-cache"
-    shutil.copytree(LAB, lab, ignore=shutil.ignore_patterns("results", "__pycache__"))
+    ignore = shutil.ignore_patterns("results", "__pycache__")
+    shutil.copytree(LAB, lab, ignore=ignore)
+    shutil.copytree(KIT, lab / "labkit", ignore=ignore)
     return lab
 
 
@@ -203,11 +219,26 @@ def test_designs_decode_the_plain_model_and_time_every_depth(lab: Path) -> None:
         for depth, t in r["depths"].items():
             step = r["weight_bytes_read"] + design_cache(r, int(depth) + 1)
             assert t["bytes_per_step"] == step
-            assert math.isclose(t["bound_tok_s"], data["copy_bandwidth"] / step)
-            assert t["tok_s"] > 0  # no bytes bound on the CPU: the tiny model sits in its caches
+            bound = data["copy_bandwidth"]
+            assert math.isclose(median(t["bound_tok_s"]), median(bound) / step)
+            assert math.isclose(t["bound_tok_s"]["min"], bound["min"] / step)
+            # every speed is a spread of repeats: tok/s maps 1 / seconds, the slowest to the min
+            seconds, tok_s = t["seconds_per_token"], t["tok_s"]
+            assert tok_s["n"] == seconds["n"] == 3
+            assert math.isclose(median(tok_s), 1 / median(seconds))
+            assert math.isclose(tok_s["min"], 1 / seconds["max"])
+            assert median(tok_s) > 0  # no bytes bound on the CPU: the tiny model sits in caches
+        slowdown = r["slowdown"]
+        assert math.isclose(median(slowdown), median(r["depths"]["0"]["tok_s"])
+                            / median(r["depths"]["255"]["tok_s"]))  # fmt: skip
+        assert r["prompt_tokens"] == 64
+        assert r["prefill_work_bytes"] == (None if r["window"] or r["kv_lora_rank"] else 0)
         assert r["fits_24gb_flag"] == "yes" and r["peak_gpu_memory"] == 0  # tiny, on the CPU
+    assert data["peak_gpu_memory"] == {"allocated": 0, "reserved": 0, "device": "cpu",
+                                       "fits_24gb": None}  # fmt: skip
     out = (lab / "results" / "designs.py.out").read_text()
     assert "eager on the CPU" in out and "step time:" in out
+    assert "a prompt of 64 tokens in one pass: 0 B of working space (no GPU to measure)" in out
 
 
 def test_designs_do_not_depend_on_the_build_order(lab: Path, tmp_path: Path) -> None:
@@ -224,7 +255,9 @@ def test_designs_do_not_depend_on_the_build_order(lab: Path, tmp_path: Path) -> 
     for name in order:
         a, b = first["designs"][name], again["designs"][name]
         assert a["check"] == b["check"], name  # the same tokens, the same logits, to the bit
-        for key in ("cache_bytes_reserved", "weight_bytes_allocated", "work_bytes", "left_bytes"):
+        keys = ("cache_bytes_reserved", "weight_bytes_allocated", "work_bytes", "left_bytes",
+                "prefill_work_bytes")  # fmt: skip
+        for key in keys:
             assert a[key] == b[key], (name, key)
     for run_ in (first, again):  # no GPU to count bytes on: what a CPU can tell is 0
         assert all(r["left_bytes"] == 0 and r["work_bytes"] == 0 for r in run_["designs"].values())
@@ -234,17 +267,17 @@ def test_designs_stop_when_a_design_outlives_its_turn(lab: Path) -> None:
     """A reference kept to a design's weights (here a list the builder appends to) is a leak:
     the script stops after that design instead of measuring the next one beside it."""
     code = (
-        "import runpy, sys, small_decoder\n"
-        "kept, build = [], small_decoder.build_weights\n"
-        "small_decoder.build_weights = lambda *a, **k: kept.append(build(*a, **k)) or kept[-1]\n"
+        "import runpy, sys, labkit.decoder as kd\n"
+        "kept, build = [], kd.random_weights\n"
+        "kd.random_weights = lambda *a, **k: kept.append(build(*a, **k)) or kept[-1]\n"
         "sys.argv = ['designs.py', '--device', 'cpu', '--tiny', '--designs', 'mqa', 'gqa']\n"
         "runpy.run_path('designs.py', run_name='__main__')\n"
     )
     out = run(lab, "-c", code)
     assert out.returncode == 2
     assert (
-        "SANITY CHECK FAILED: design mqa: 1 of its objects (decoder, weights) are still"
-        " referenced after it was freed" in out.stderr
+        "SANITY CHECK FAILED: design mqa: 1 of its objects are still referenced after it was"
+        " freed: a list, a dict, a closure or a compiled function keeps them" in out.stderr
     )
     assert "\ngqa: " not in out.stdout
 
@@ -255,16 +288,16 @@ def test_the_check_tells_a_window_from_no_window(lab: Path) -> None:
     code = (
         "import torch\n"
         "torch.set_num_threads(1)\n"
-        "from cachelab import designs\n"
-        "from small_decoder import Decoder, build_weights, decode_tokens, reference_logits, "
-        "relative_error\n"
-        "gqa, sliding = [d for d in designs(True) if d.name in ('gqa', 'sliding')]\n"
-        "w = build_weights(sliding, torch.device('cpu'), seed=1)\n"
+        "from designs import design_shapes\n"
+        "from labkit.decoder import Decoder, random_weights\n"
+        "from labkit.reference import decode_tokens, reference_logits, relative_error\n"
+        "gqa, sliding = [d for d in design_shapes(True) if d.name in ('gqa', 'sliding')]\n"
+        "w = random_weights(sliding, torch.device('cpu'), seed=1)\n"
         "ids = torch.randint(0, sliding.vocab, (20,))\n"
         "with torch.no_grad():\n"
         "    want = reference_logits(sliding, w, ids, torch.float32)\n"
-        "    unwindowed = decode_tokens(Decoder(gqa, w, 64, fuse=False), ids)\n"
-        "    windowed = decode_tokens(Decoder(sliding, w, 64, fuse=False), ids)\n"
+        "    unwindowed = decode_tokens(Decoder(gqa, w, 64, fuse=False, split_k=False), ids)\n"
+        "    windowed = decode_tokens(Decoder(sliding, w, 64, fuse=False, split_k=False), ids)\n"
         "print(relative_error(unwindowed, want), relative_error(windowed, want))\n"
     )
     out = run(lab, "-c", code)
@@ -293,17 +326,39 @@ def test_fp8_cache_halves_the_bytes_and_keeps_the_logits_close(lab: Path) -> Non
     assert data["cache"]["bf16"]["cache_bytes_reserved"] == tokens * data["bytes_per_token_bf16"]
     logits = data["logits"]
     assert 0 < logits["rel_error_mean"] <= logits["rel_error_max"] < 0.1
-    assert 0 <= logits["argmax_agree"] <= logits["steps"] == 6
+    # every step of every prompt counted: the top token kept or changed, a rate over all steps
+    changed = logits["argmax_changed_per_prompt"]
+    assert (logits["prompts"], logits["steps_per_prompt"], len(changed)) == (2, 6, 2)
+    assert logits["steps"] == 12 == logits["argmax_agree"] + logits["argmax_changed"]
+    assert logits["argmax_changed"] == sum(changed)
+    assert math.isclose(logits["argmax_change_rate"], sum(changed) / 12)
+    per_prompt = logits["argmax_change_rate_prompts"]
+    assert (per_prompt["min"], per_prompt["max"], per_prompt["n"]) == (
+        min(changed) / 6, max(changed) / 6, 2)  # fmt: skip
     for depth in ("64", "255"):
         fp8 = data["cache"]["fp8"]["depths"][depth]
-        assert (
-            fp8["speed_vs_bf16"] == fp8["tok_s"] / data["cache"]["bf16"]["depths"][depth]["tok_s"]
+        bf16 = data["cache"]["bf16"]["depths"][depth]
+        assert math.isclose(
+            median(fp8["speed_vs_bf16"]), median(fp8["tok_s"]) / median(bf16["tok_s"])
         )
+        assert math.isclose(fp8["speed_vs_bf16"]["min"], fp8["tok_s"]["min"] / bf16["tok_s"]["max"])
 
 
-def test_serving_counts_conversations_from_the_measured_sizes(lab: Path) -> None:
-    designs, fp8, serving = results(lab, "designs"), results(lab, "fp8"), results(lab, "serving")
-    assert list(serving["designs"]) == ["gqa", "gqa_fp8", "mha", "mla", "mqa", "sliding"]
+def vllm_cache(card: str, weights: int, outside: int, activation: int) -> int:
+    """vLLM's cache on a card, worked out here from the facts file: its share of the memory
+    PyTorch sees, less weights, memory outside PyTorch and the activation peak."""
+    facts = tomllib.loads((KIT / "facts.toml").read_text())
+    total = facts["cards"][card]["torch_total"]
+    share = facts["engines"]["vllm"]["gpu_memory_utilization"]["value"]
+    memory = round(total["value"] * {"B": 1, "GiB": 2**30}[total["unit"]])  # bytes, whole
+    return math.ceil(share * memory) - weights - outside - activation
+
+
+def check_serving(designs: dict[str, Any], fp8: dict[str, Any], serving: dict[str, Any]) -> None:
+    """Every count of step 4 is vLLM's cache over one conversation's, for both cards."""
+    assert serving["rule"].startswith("a share (gpu_memory_utilization) of the whole card")
+    measured = [r["prefill_work_bytes"] for r in designs["designs"].values()
+                if r["prefill_work_bytes"] is not None]  # fmt: skip
     for name, got in serving["designs"].items():
         r = designs["designs"][name.removesuffix("_fp8")]
         per = (
@@ -311,19 +366,61 @@ def test_serving_counts_conversations_from_the_measured_sizes(lab: Path) -> None
             if name == "gqa_fp8"
             else r["cache_bytes_reserved"]
         )
-        for card, memory in (("h200", 139 * 2**30), ("card_24gb", 24 * 2**30)):
-            room = memory - designs["outside_bytes"] - r["weight_bytes_allocated"] - r["work_bytes"]
-            assert got[card]["conversations"] == room // per, (name, card)
+        prefill = r["prefill_work_bytes"] if r["prefill_work_bytes"] is not None else max(measured)
+        activation = max(prefill, r["work_bytes"])
+        assert got["activation_bytes"] == activation, name
+        for key, card in (("h200", "h200"), ("card_24gb", "rtx-4090")):
+            cache = vllm_cache(card, r["weight_bytes_allocated"], designs["outside_bytes"],
+                               activation)  # fmt: skip
+            assert got[key]["room"] == cache, (name, key)
+            assert got[key]["conversations"] == max(cache, 0) // per, (name, key)
+            assert got[key]["budget"]["engine"] == "vllm"
+
+
+def test_serving_counts_conversations_by_vllms_rule(lab: Path) -> None:
+    designs, fp8, serving = results(lab, "designs"), results(lab, "fp8"), results(lab, "serving")
+    assert list(serving["designs"]) == ["gqa", "gqa_fp8", "mha", "mla", "mqa", "sliding"]
+    check_serving(designs, fp8, serving)
     assert (
         serving["designs"]["mqa"]["h200"]["conversations"]
         > serving["designs"]["mha"]["h200"]["conversations"]
     )
 
 
+def test_serving_counts_the_prompts_working_space(tmp_path: Path) -> None:
+    """On an H200's sizes (step 2's recorded results, with the working space of a prompt pass
+    added), the prompt's working space and vLLM's share come out of the room, once each."""
+    lab = copy_lab(tmp_path)
+    files = RECORDED / "files"
+    designs = json.loads((files / "designs" / "results" / "designs.json").read_text())
+    fp8 = json.loads((files / "fp8-cache" / "results" / "fp8.json").read_text())
+    for name, r in designs["designs"].items():
+        plain = not (r["window"] or r["kv_lora_rank"])
+        r["prefill_work_bytes"] = (900 + 10 * len(name)) * 2**20 if plain else None
+        r["prompt_tokens"] = 8_192
+    designs["order"] = ["mha", "gqa", "mqa", "mla", "sliding"]
+    (lab / "results").mkdir()
+    (lab / "results" / "designs.json").write_text(json.dumps(designs))
+    (lab / "results" / "fp8.json").write_text(json.dumps(fp8))
+    out = run(lab, "serving.py")
+    assert out.returncode == 0, out.stderr
+    serving = results(lab, "serving")
+    check_serving(designs, fp8, serving)
+    got = serving["designs"]
+    assert got["mla"]["prefill_work_bytes"] == 930 * 2**20  # the largest measured: mha's
+    assert (
+        got["gqa"]["h200"]["conversations"] == 24 and got["gqa"]["card_24gb"]["conversations"] == 1
+    )
+    assert (
+        "peak (the larger of a prompt of 8,192 tokens in one pass and decoding, step 2);"
+        in out.stdout
+    )
+
+
 def test_serving_needs_step_2(tmp_path: Path) -> None:
     out = run(copy_lab(tmp_path), "serving.py")
     assert out.returncode == 2
-    assert "results/designs.json is missing: run designs.py first" in out.stderr
+    assert "results/designs.json is missing: run designs.py (step 2) first" in out.stderr
 
 
 def test_lab_yml_is_valid_and_its_captures_resolve(lab: Path) -> None:
@@ -338,6 +435,6 @@ def test_lab_yml_is_valid_and_its_captures_resolve(lab: Path) -> None:
         assert "peak_gpu_memory" in step["capture"], step["id"]
         for name, spec in step["capture"].items():
             key = ".".join(TINY_DEPTHS.get(part, part) for part in spec["key"].split("."))
-            value = key_path(json.loads((lab / spec["json"]).read_text()), key)
+            value = median(key_path(json.loads((lab / spec["json"]).read_text()), key))
             want = str if spec["type"] == "str" else (int, float)
             assert isinstance(value, want) and not isinstance(value, bool), (step["id"], name)
