@@ -87,7 +87,9 @@ def main() -> None:
         "  check: the decoder's logits after a prefill of n - 1 tokens, against a prefill of all n:"
     )
     print(f"  off by {diff:.4f} (a cache read wrongly would be off by about 1)")
-    check(diff < 0.25, f"decoding after a prefill is off by {diff:.4f}: the cache is not read right")
+    check(
+        diff < 0.25, f"decoding after a prefill is off by {diff:.4f}: the cache is not read right"
+    )
 
     print(
         f"\n  {'depth':>7} {'TPOT':>10} {'spread':>7} {'tok/s':>8} {'bytes read':>16}"

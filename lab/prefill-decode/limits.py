@@ -105,7 +105,9 @@ def main() -> None:
         f" by a copy of {human(nbytes)}"
     )
     print(f"  (median of {bw.n} copies; {byte_rate(bw.min)} to {byte_rate(bw.max)})")
-    check(0 < bw.max < 1e13, f"a bandwidth of {bw.max / 1e12:.2f} TB/s is beyond any memory of today")
+    check(
+        0 < bw.max < 1e13, f"a bandwidth of {bw.max / 1e12:.2f} TB/s is beyond any memory of today"
+    )
 
     set_bytes = sum(BF16 * n * k for n, k in shapes.values())
     sets = 4 if cuda else 2

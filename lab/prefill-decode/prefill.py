@@ -39,7 +39,7 @@ from labkit.decoder import Decoder, weight_nbytes
 from labkit.reference import relative_error
 from labkit.timing import Spread, derive, ratio
 from labkit.units import BF16_BYTES as BF16
-from labkit.units import duration, flop_rate, byte_rate, human
+from labkit.units import byte_rate, duration, flop_rate, human
 
 TARGET_TOKENS, TARGET = 8_192, 0.60  # at 8,192 tokens, at least this fraction of the measured peak
 # Before its timed runs each length is run at least this many times, and for at least this long

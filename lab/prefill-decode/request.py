@@ -143,7 +143,9 @@ def main() -> None:
     ask = pd.request_prediction(cfg, n_prompt, n_output, peak, bw)
     ask.update(prefill_percent=100 * ask["prefill_share"], decode_percent=100 * ask["decode_share"])
 
-    first = [f"{tok} at {duration(t)}" for tok, t in zip(shown["tokens"][:3], shown["arrivals"][:3])]
+    first = [
+        f"{tok} at {duration(t)}" for tok, t in zip(shown["tokens"][:3], shown["arrivals"][:3])
+    ]
     print(
         f"\nrequest: {n_prompt:,} prompt tokens, {n_output} tokens out (random token ids: with random"
     )
@@ -171,7 +173,9 @@ def main() -> None:
     )
     print(f"  {got['decode_tok_s'].median:,.1f} tokens per second after the first")
     print(f"  (measured: median of {repeats} requests, spread (max - min) / median;")
-    print(f"  predicted: prefill FLOPs / {flop_rate(peak)}; each decode step's bytes / {byte_rate(bw)})")
+    print(
+        f"  predicted: prefill FLOPs / {flop_rate(peak)}; each decode step's bytes / {byte_rate(bw)})"
+    )
     check(
         got["ttft"].median > 0.9 * ask["ttft"] if cuda else got["ttft"].median > 0,
         f"the first token came in {duration(got['ttft'].median)}, faster than the arithmetic"

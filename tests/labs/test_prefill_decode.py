@@ -179,8 +179,16 @@ def test_lab_runs_on_the_kit_and_copies_none_of_it() -> None:
     assert yaml.safe_load((LAB / "lab.yml").read_text())["include"] == ["../common/labkit"]
     assert not any((LAB / name).exists() for name in ("decoder.py", "measure.py", "labkit"))
     sources = {p.name: p.read_text() for p in LAB.glob("*.py")}
-    for kit_name in ("class Decoder", "def write_results", "def human", "def pick_device",
-                     "class PeakMemory", "def graphed(", "def copy_bandwidth(", "ASSUMED_PEAK"):
+    for kit_name in (
+        "class Decoder",
+        "def write_results",
+        "def human",
+        "def pick_device",
+        "class PeakMemory",
+        "def graphed(",
+        "def copy_bandwidth(",
+        "ASSUMED_PEAK",
+    ):
         assert all(kit_name not in text for text in sources.values()), kit_name
     assert "from labkit.decoder import Decoder" in sources["engine.py"]
     assert "class Prefill" in sources["engine.py"]  # the lesson's own pass, on the kit's decoder
@@ -282,9 +290,7 @@ def test_prefill_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
         assert row["chunks"] == math.ceil(int(n) / 64)
         ttft, gpu = row["ttft"], row["gpu_ttft"]
         assert ttft["n"] == gpu["n"] == row["repeats"] == 3
-        assert median(row["fraction_of_peak"]) == pytest.approx(
-            row["flops"] / median(ttft) / peak
-        )
+        assert median(row["fraction_of_peak"]) == pytest.approx(row["flops"] / median(ttft) / peak)
         assert median(row["gpu_percent_of_peak"]) == pytest.approx(
             100 * row["flops"] / median(gpu) / peak
         )
