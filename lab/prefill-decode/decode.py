@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import engine
 import pdlab as pd
 import torch
 from engine import Prefill, build
-from labkit import device, memory, results, timing
+from labkit import results, timing
 from labkit.checks import check
 from labkit.reference import relative_error
 from labkit.timing import Spread, derive, ratio
-from labkit.units import byte_rate, duration, flop_rate, human
+from labkit.units import duration, human
 
 
 def continues_prefill(dec: Any, vocab: int, tokens: int) -> float:
@@ -44,22 +45,14 @@ def continues_prefill(dec: Any, vocab: int, tokens: int) -> float:
 
 
 def main() -> None:
-    parser = device.arguments(__doc__, weights=True)
+    parser = engine.arguments(__doc__)
     parser.add_argument(
         "--depths", type=int, nargs="*", help="tokens already cached (short to long)"
     )
-    parser.add_argument(
-        "--peak", type=float, help="matrix-product peak, FLOP/s (default: step 2's)"
-    )
-    parser.add_argument("--bandwidth", type=float, help="memory bandwidth, B/s (default: step 2's)")
-    parser.add_argument("--no-compile", action="store_true", help="graphs of unfused operations")
     args = parser.parse_args()
     clock = timing.Stopwatch()
-    dev = device.pick(args)
-    peak_memory, cuda = memory.PeakMemory(dev), dev.type == "cuda"
-    print(device.describe(dev, "torch"))
-    peak, bw, source = pd.limits(dev.type, args.tiny, args.peak, args.bandwidth)
-    print(f"bandwidth {byte_rate(bw)} and peak {flop_rate(peak)}, {source}")
+    dev, peak_memory, peak, bw, source = engine.begin(args, "torch")
+    cuda = dev.type == "cuda"
     depths = sorted(args.depths or (pd.TINY_DECODE_DEPTHS if args.tiny else pd.DECODE_DEPTHS))
     compiled = cuda and not args.no_compile
 

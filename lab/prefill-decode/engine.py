@@ -15,6 +15,7 @@ of its own, attending to the earlier chunks' keys and values in the cache.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 from collections.abc import Callable
 from typing import Any
@@ -22,11 +23,40 @@ from typing import Any
 import pdlab as pd
 import torch
 import torch.nn.functional as F
+from labkit import device, memory
 from labkit.checks import check
 from labkit.decoder import Decoder
 from labkit.kernels import rms_norm, rotate
 from labkit.shapes import Shape
+from labkit.units import byte_rate, flop_rate
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The options steps 3 to 5 share: the kit's --device, --tiny and --weights; the GPU's
+    figures (step 2's by default); --no-compile."""
+    parser = device.arguments(doc, weights=True)
+    parser.add_argument(
+        "--peak", type=float, help="matrix-product peak, FLOP/s (default: step 2's)"
+    )
+    parser.add_argument("--bandwidth", type=float, help="memory bandwidth, B/s (default: step 2's)")
+    parser.add_argument(
+        "--no-compile", action="store_true", help="run the small operations unfused"
+    )
+    return parser
+
+
+def begin(
+    args: argparse.Namespace, *packages: str
+) -> tuple[torch.device, memory.PeakMemory, float, float, str]:
+    """The device (its line printed), the step's peak-memory counter, and the peak (FLOP/s) and
+    bandwidth (B/s) to predict with, with where they came from (printed)."""
+    dev = device.pick(args)
+    peak_memory = memory.PeakMemory(dev)
+    print(device.describe(dev, *packages))
+    peak, bw, source = pd.limits(dev.type, args.tiny, args.peak, args.bandwidth)
+    print(f"peak {flop_rate(peak)} and bandwidth {byte_rate(bw)}, {source}")
+    return dev, peak_memory, peak, bw, source
 
 
 def build(
@@ -110,7 +140,7 @@ class Prefill:
         for i, layer in enumerate(w["layers"]):
             keys, values = dec.cache[i, 0], dec.cache[i, 1]  # [kv heads, positions, d]
             queries = torch.empty(n, d.heads, d.head_dim, dtype=xs[0].dtype, device=xs[0].device)
-            for (s, e), x in zip(spans, xs):
+            for (s, e), x in zip(spans, xs, strict=True):
                 q, k, v = self.qkv(x, layer["ln1"], layer["qkv"], layer.get("qn"),
                                    layer.get("kn"), dec.cos[s:e], dec.sin[s:e])  # fmt: skip
                 queries[s:e] = q

@@ -62,7 +62,7 @@ def sweep(
 
         def one_pass(xs: list[torch.Tensor] = xs) -> None:
             for layer in weights:
-                for x, w in zip(xs, layer):
+                for x, w in zip(xs, layer, strict=True):
                     F.linear(x, w)
 
         run = timing.graphed(one_pass, dev)

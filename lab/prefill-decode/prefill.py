@@ -30,16 +30,17 @@ import gc
 from collections.abc import Callable
 from typing import Any
 
+import engine
 import pdlab as pd
 import torch
 from engine import Prefill, build
-from labkit import device, memory, results, timing
+from labkit import memory, results, timing
 from labkit.checks import check
 from labkit.decoder import Decoder, weight_nbytes
 from labkit.reference import relative_error
 from labkit.timing import Spread, derive, ratio
 from labkit.units import BF16_BYTES as BF16
-from labkit.units import byte_rate, duration, flop_rate, human
+from labkit.units import duration, human
 
 TARGET_TOKENS, TARGET = 8_192, 0.60  # at 8,192 tokens, at least this fraction of the measured peak
 # Before its timed runs each length is run at least this many times, and for at least this long
@@ -71,10 +72,10 @@ def check_against_transformers(
     ids = torch.randint(0, cfg["vocab_size"], (1, tokens), device=dev)
     with torch.no_grad():
         reference = exact(input_ids=ids).logits[0, -1]
-        engine = model(input_ids=ids).logits[0, -1]
+        theirs = model(input_ids=ids).logits[0, -1]
         dec = Decoder.from_transformers(model, tokens, fuse=False, split_k=False)
         ours = Prefill(dec, chunk, compile_ops)(ids[0])
-    return relative_error(ours, reference), relative_error(engine, reference)
+    return relative_error(ours, reference), relative_error(theirs, reference)
 
 
 def graphed_pass(fn: Callable[[], Any], dev: torch.device) -> Callable[[], Any]:
@@ -97,23 +98,13 @@ def graphed_pass(fn: Callable[[], Any], dev: torch.device) -> Callable[[], Any]:
 
 
 def main() -> None:
-    parser = device.arguments(__doc__, weights=True)
+    parser = engine.arguments(__doc__)
     parser.add_argument("--chunk", type=int, help="tokens per chunk (default 4,096; --tiny 64)")
     parser.add_argument("--lengths", type=int, nargs="*", help="prompt lengths to time")
-    parser.add_argument(
-        "--peak", type=float, help="matrix-product peak, FLOP/s (default: step 2's)"
-    )
-    parser.add_argument("--bandwidth", type=float, help="memory bandwidth, B/s (default: step 2's)")
-    parser.add_argument(
-        "--no-compile", action="store_true", help="run the small operations unfused"
-    )
     args = parser.parse_args()
     clock = timing.Stopwatch()
-    dev = device.pick(args)
-    peak_memory, cuda = memory.PeakMemory(dev), dev.type == "cuda"
-    print(device.describe(dev, "torch", "transformers"))
-    peak, bw, source = pd.limits(dev.type, args.tiny, args.peak, args.bandwidth)
-    print(f"peak {flop_rate(peak)} and bandwidth {byte_rate(bw)}, {source}")
+    dev, peak_memory, peak, bw, source = engine.begin(args, "torch", "transformers")
+    cuda = dev.type == "cuda"
     lengths = args.lengths or (pd.TINY_PREFILL_LENGTHS if args.tiny else pd.PREFILL_LENGTHS)
     chunk = args.chunk or (64 if args.tiny else 4_096)
     compile_ops = cuda and not args.no_compile
@@ -124,19 +115,19 @@ def main() -> None:
     small = pd.load_config(tiny=args.tiny)
     small = dict(small, num_hidden_layers=2, vocab_size=min(small["vocab_size"], 4_096))
     n_check, chunk_check = (100, 32) if args.tiny else (300, 128)
-    ours, engine = check_against_transformers(small, dev, n_check, chunk_check, compile_ops)
+    ours, theirs = check_against_transformers(small, dev, n_check, chunk_check, compile_ops)
     print(
         f"check: a {n_check}-token prompt in chunks of {chunk_check}, through 2 layers of the same"
         " widths: the last logits"
     )
     print(
         f"  against transformers in float32: ours off by {ours:.4f}, transformers' own bf16 by"
-        f" {engine:.4f}"
+        f" {theirs:.4f}"
     )
     # Both are 16-bit pipelines that round at different places: a few percent apart on random
     # weights is rounding (on the H200 ours is 0.054, the same with or without compiling, with
     # flash or plain attention and in any chunk size); a wrong pass is off by order one.
-    check(ours < max(2 * engine + 0.01, 0.1), f"the prefill pass is off by {ours:.4f}")
+    check(ours < max(2 * theirs + 0.01, 0.1), f"the prefill pass is off by {ours:.4f}")
     memory.release(dev)
 
     # 2. The model, and a cache for the longest prompt.
@@ -303,7 +294,7 @@ def main() -> None:
             "tokens": n_check,
             "chunk": chunk_check,
             "logits_rel_diff": ours,
-            "engine_logits_rel_diff": engine,
+            "engine_logits_rel_diff": theirs,
         },
         "lengths": rows,
         "warmup": {

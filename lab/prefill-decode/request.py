@@ -26,10 +26,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import engine
 import pdlab as pd
 import torch
 from engine import Prefill, build
-from labkit import device, memory, results, timing
+from labkit import results, timing
 from labkit.checks import check
 from labkit.decoder import Decoder
 from labkit.timing import Spread, derive
@@ -85,26 +86,16 @@ SPREAD_KEYS = ("ttft", "tpot", "total", "prefill_seconds", "decode_seconds", "pr
 
 
 def main() -> None:
-    parser = device.arguments(__doc__, weights=True)
+    parser = engine.arguments(__doc__)
     parser.add_argument("--prompt", type=int, help="prompt tokens (default 4,096)")
     parser.add_argument("--output", type=int, help="answer tokens (default 256)")
     parser.add_argument(
         "--chunk", type=int, help="prefill activation chunk, tokens (default 4,096; --tiny 64)"
     )
-    parser.add_argument(
-        "--peak", type=float, help="matrix-product peak, FLOP/s (default: step 2's)"
-    )
-    parser.add_argument("--bandwidth", type=float, help="memory bandwidth, B/s (default: step 2's)")
-    parser.add_argument(
-        "--no-compile", action="store_true", help="run the small operations unfused"
-    )
     args = parser.parse_args()
     clock = timing.Stopwatch()
-    dev = device.pick(args)
-    peak_memory, cuda = memory.PeakMemory(dev), dev.type == "cuda"
-    print(device.describe(dev, "torch"))
-    peak, bw, source = pd.limits(dev.type, args.tiny, args.peak, args.bandwidth)
-    print(f"peak {flop_rate(peak)} and bandwidth {byte_rate(bw)}, {source}")
+    dev, peak_memory, peak, bw, source = engine.begin(args, "torch")
+    cuda = dev.type == "cuda"
     sizes = pd.TINY_REQUEST if args.tiny else pd.REQUEST
     n_prompt, n_output = args.prompt or sizes["prompt"], args.output or sizes["output"]
     check(n_output >= 2, "the answer needs at least 2 tokens to have a gap between tokens")
@@ -144,7 +135,8 @@ def main() -> None:
     ask.update(prefill_percent=100 * ask["prefill_share"], decode_percent=100 * ask["decode_share"])
 
     first = [
-        f"{tok} at {duration(t)}" for tok, t in zip(shown["tokens"][:3], shown["arrivals"][:3])
+        f"{tok} at {duration(t)}"
+        for tok, t in zip(shown["tokens"][:3], shown["arrivals"][:3], strict=True)
     ]
     print(
         f"\nrequest: {n_prompt:,} prompt tokens, {n_output} tokens out (random token ids: with random"
