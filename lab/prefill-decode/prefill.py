@@ -188,7 +188,7 @@ def main() -> None:
         except RuntimeError as error:  # kept running: this length's GPU time then has launch gaps
             print(f"  WARNING: {n:,} tokens: no CUDA graph ({error}); GPU time of the eager pass")
             replay, timed_as = eager, "the eager pass, CUDA events (no graph)"
-        gpu = timing.time_gpu(replay, dev, repeats=repeats, warmup=1, calls=1)
+        gpu = timing.time_gpu(replay, dev, repeats=repeats, warmup=int(cuda), calls=1)
         del replay
         gc.collect()
         if cuda:
