@@ -217,7 +217,6 @@ def main() -> None:
             "gpu_tok_s": derive(gpu, lambda s, n=n: n / s),
             "gpu_percent_of_peak": derive(gpu_fraction, lambda x: 100 * x),
             "ttft_over_gpu": over,
-            "host_seconds": max(ttft.median - gpu.median, 0.0),
             "host_bound": bound_by_host,
             "predicted_ttft": predicted,
             "peak_gpu_memory": used,

@@ -436,6 +436,7 @@ def test_lab_yml_captures_resolve(lab: Path, runs: dict[str, Any]) -> None:
     for step in recipe["steps"]:
         assert (LAB / step["run"].split()[1]).exists()
         assert "peak_gpu_memory" in step["capture"] or step["id"] == "paper"
+        assert TIMED.get(step["id"], set()) <= set(step["capture"]), step["id"]
         for name, spec in step["capture"].items():
             data = json.loads((lab / spec["json"]).read_text())
             parts = spec["key"].split(".")
