@@ -74,7 +74,8 @@ def main() -> None:
     how_run = "one CUDA graph per depth" if cuda else "eager on the CPU"
     how_run += ", small operations fused by torch.compile" if compiled else ""
     print(f"  the kit's decoder: {how_run}")
-    print(f"  K slices per matrix-vector product (the fastest measured): {dec.splits}")
+    print("  K slices per matrix-vector product (the fastest measured):")
+    print("  " + ", ".join(f"{kind} {n}" for kind, n in dec.splits.items()))
     diff = continues_prefill(dec, cfg["vocab_size"], check_tokens)
     print(
         "  check: the decoder's logits after a prefill of n - 1 tokens, against a prefill of all n:"

@@ -112,10 +112,8 @@ def main() -> None:
     set_bytes = sum(BF16 * n * k for n, k in shapes.values())
     sets = 4 if cuda else 2
     beyond = ", more than any L2 cache" if cuda else ""
-    print(
-        f"\nOne layer's four products, bf16, rotating over {sets} copies of its weights"
-        f" ({human(sets * set_bytes)}{beyond}):"
-    )
+    print(f"\nOne layer's four products, bf16, rotating over {sets} copies of its weights")
+    print(f"  ({human(sets * set_bytes)}{beyond}):")
     print("  " + ", ".join(f"{name} {n:,} x {k:,}" for name, (n, k) in shapes.items()))
     rows = sweep(shapes, tokens, sets, dev)
     peak_row = max(rows.values(), key=lambda r: r["flop_s"].median)

@@ -237,7 +237,8 @@ def main() -> None:
             " arithmetic",
         )
     print("  (TTFT: from the prompt's token ids to the first token on the host, as a user waits;")
-    print(f"  GPU: the same pass timed by {gpu_how}; medians of runs, spread (max - min) / median;")
+    print(f"  GPU: the same pass timed by {gpu_how};")
+    print("  medians of runs, spread: (max - min) / median;")
     print("  every length ran once before any was timed, and again just before its own runs;")
     print("  of peak: all the pass's FLOPs / TTFT / step 2's peak; predicted: from step 2's peak")
     print("  and bandwidth; memory: the most PyTorch allocated; chunks of the activations:")
