@@ -6,9 +6,10 @@ earlier token, from memory; so bytes, not arithmetic, set its pace:
 
     time per output token >= (weight bytes + depth x KV bytes per token) / bandwidth
 
-We time decode steps at a few depths (tokens already cached) with lesson 2.4's compact decoder
-(decoder.py: one CUDA graph per step, flash attention, small operations fused), and compare
-each with that bound, using the bandwidth step 2 measured.
+We time decode steps at a few depths (tokens already cached) with the lab kit's compact decoder
+(labkit/decoder.py: one CUDA graph per step, flash attention, small operations fused), on the
+GPU's own clock (CUDA events around 25 steps in a row, 20 times), and compare each with that
+bound, using the bandwidth step 2 measured.
 
     python3 decode.py
     python3 decode.py --device cpu --tiny
@@ -16,19 +17,17 @@ each with that bound, using the bandwidth step 2 measured.
 
 from __future__ import annotations
 
-import argparse
-import time
 from typing import Any
 
-import measure
+import engine
 import pdlab as pd
 import torch
 from engine import Prefill, build
-
-
-def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    """|a - b| / |b| over a whole vector of logits."""
-    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+from labkit import results, timing
+from labkit.checks import check
+from labkit.reference import relative_error
+from labkit.timing import Spread, derive, ratio
+from labkit.units import duration, human
 
 
 def continues_prefill(dec: Any, vocab: int, tokens: int) -> float:
@@ -46,109 +45,104 @@ def continues_prefill(dec: Any, vocab: int, tokens: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    measure.add_device_args(parser)
-    parser.add_argument(
-        "--weights", help="real weights: a Hugging Face name or folder (needs network)"
-    )
+    parser = engine.arguments(__doc__)
     parser.add_argument(
         "--depths", type=int, nargs="*", help="tokens already cached (short to long)"
     )
-    parser.add_argument(
-        "--peak", type=float, help="matrix-product peak, FLOP/s (default: step 2's)"
-    )
-    parser.add_argument("--bandwidth", type=float, help="memory bandwidth, B/s (default: step 2's)")
-    parser.add_argument("--no-compile", action="store_true", help="graphs of unfused operations")
     args = parser.parse_args()
-    started = time.perf_counter()
-    device = measure.pick_device(args.device)
-    memory, cuda = measure.PeakMemory(device), device.type == "cuda"
-    print(measure.describe(device))
-    peak, bw, source = measure.limits(device, args.tiny, args.peak, args.bandwidth)
-    print(f"bandwidth {pd.byte_rate(bw)} and peak {pd.flop_rate(peak)}, {source}")
+    clock = timing.Stopwatch()
+    dev, peak_memory, peak, bw, source = engine.begin(args, "torch")
+    cuda = dev.type == "cuda"
     depths = sorted(args.depths or (pd.TINY_DECODE_DEPTHS if args.tiny else pd.DECODE_DEPTHS))
     compiled = cuda and not args.no_compile
 
     check_tokens = 17 if args.tiny else 33
-    dec, cfg, how = build(
-        device, args.tiny, max(depths[-1] + 1, check_tokens), compiled, args.weights
-    )
-    weights, per_token = dec.weight_bytes(), pd.kv_bytes_per_token(cfg)
+    dec, cfg, how = build(dev, args.tiny, max(depths[-1] + 1, check_tokens), compiled, args.weights)
+    dec.fill_random()  # no timed step reads an unwritten cache
+    weights, per_token = dec.weight_bytes_read(), pd.kv_bytes_per_token(cfg)
     print(f"\n{pd.MODEL}: {how}")
     print(
-        f"  read per token: weights {weights:,} B ({pd.human(weights)}: all but the embedding table,"
+        f"  read per token: weights {weights:,} B ({human(weights)}: all but the embedding table,"
     )
     print(f"  of which one row), plus {per_token:,} B of keys and values per cached token")
     if not args.weights:
-        pd.check(
+        check(
             weights == pd.decode_weight_bytes(cfg),
-            f"the decoder holds {weights:,} B of weights, the config says {pd.decode_weight_bytes(cfg):,}",
+            f"the decoder holds {weights:,} B of weights, the config says"
+            f" {pd.decode_weight_bytes(cfg):,}",
         )
     how_run = "one CUDA graph per depth" if cuda else "eager on the CPU"
     how_run += ", small operations fused by torch.compile" if compiled else ""
-    print(f"  lesson 2.4's decoder: {how_run}")
-    print(f"  K slices per matrix-vector product (the fastest measured): {dec.splits}")
+    print(f"  the kit's decoder: {how_run}")
+    print("  K slices per matrix-vector product (the fastest measured):")
+    print("  " + ", ".join(f"{kind} {n}" for kind, n in dec.splits.items()))
     diff = continues_prefill(dec, cfg["vocab_size"], check_tokens)
     print(
         "  check: the decoder's logits after a prefill of n - 1 tokens, against a prefill of all n:"
     )
     print(f"  off by {diff:.4f} (a cache read wrongly would be off by about 1)")
-    pd.check(
+    check(
         diff < 0.25, f"decoding after a prefill is off by {diff:.4f}: the cache is not read right"
     )
 
     print(
-        f"\n  {'depth':>7} {'TPOT':>10} {'tok/s':>8} {'bytes read':>16} {'bound':>10}"
-        f" {'of bound':>8} {'arithmetic':>10}"
+        f"\n  {'depth':>7} {'TPOT':>10} {'spread':>7} {'tok/s':>8} {'bytes read':>16}"
+        f" {'bound':>10} {'of bound':>8} {'arithmetic':>10}"
     )
     rows: dict[str, Any] = {}
+    steps, repeats = (25, 20) if cuda else (3, 2)
     for depth in depths:
         run = dec.graph(depth)
-        steps, repeats = (50, 5) if cuda else (3, 2)
 
-        def steps_in_a_row(run: Any = run, steps: int = steps) -> None:
+        def steps_in_a_row(run: Any = run) -> None:
             for _ in range(steps):
                 run()
 
-        seconds = measure.gpu_seconds(steps_in_a_row, device, repeats) / steps
+        per_sample = timing.time_gpu(steps_in_a_row, dev, repeats=repeats, calls=1)
+        del run
+        seconds: Spread = derive(per_sample, lambda s: s / steps)
         moved = weights + depth * per_token
         bound = moved / bw
         flops = pd.flops_per_token(cfg) + pd.attention_flops(cfg, 1, start=depth)
+        of_bound: Spread = derive(seconds, lambda s, b=bound: b / s)
+        of_peak: Spread = derive(seconds, lambda s, f=flops: f / s / peak)
         rows[str(depth)] = {
             "depth": depth,
             "tpot": seconds,
-            "tok_s": 1 / seconds,
+            "tok_s": derive(seconds, lambda s: 1 / s),
             "bytes": moved,
             "bound_tpot": bound,
             "bound_tok_s": 1 / bound,
-            "fraction_of_bound": bound / seconds,
-            "percent_of_bound": 100 * bound / seconds,
+            "fraction_of_bound": of_bound,
+            "percent_of_bound": derive(of_bound, lambda x: 100 * x),
             "flops": flops,
-            "flop_s": flops / seconds,
-            "fraction_of_peak": flops / seconds / peak,
-            "percent_of_peak": 100 * flops / seconds / peak,
+            "flop_s": derive(seconds, lambda s, f=flops: f / s),
+            "fraction_of_peak": of_peak,
+            "percent_of_peak": derive(of_peak, lambda x: 100 * x),
         }
         print(
-            f"  {depth:>7,} {pd.duration(seconds):>10} {1 / seconds:>8,.1f} {moved:>16,}"
-            f" {pd.duration(bound):>10} {bound / seconds:>8.1%} {flops / seconds / peak:>10.2%}"
+            f"  {depth:>7,} {duration(seconds.median):>10} {seconds.relative:>7.1%}"
+            f" {1 / seconds.median:>8,.1f} {moved:>16,} {duration(bound):>10}"
+            f" {of_bound.median:>8.1%} {of_peak.median:>10.2%}"
         )
-        pd.check(
-            bound / seconds < (1.1 if cuda else 1000),
-            f"at depth {depth:,} a step took {pd.duration(seconds)}, less than reading its bytes"
-            f" allows ({pd.duration(bound)})",
+        check(
+            of_bound.median < (1.1 if cuda else 1000),
+            f"at depth {depth:,} a step took {duration(seconds.median)}, less than reading its"
+            f" bytes allows ({duration(bound)})",
         )
-    print(
-        f"  (TPOT: time per output token, median of runs of {steps} steps; bound: bytes read / bandwidth;"
-    )
+    clock_of = "the GPU's own clock (CUDA events)" if cuda else "the host's clock (no GPU)"
+    print(f"  (TPOT: time per output token, median of {repeats} runs of {steps} steps each, on")
+    print(f"  {clock_of}; spread: (max - min) / median; bound: bytes read / bandwidth;")
     print("  arithmetic: FLOPs done per second / the matrix-product peak)")
     short, long = rows[str(depths[0])], rows[str(depths[-1])]
-    slowdown, predicted = long["tpot"] / short["tpot"], long["bound_tpot"] / short["bound_tpot"]
+    slowdown: Spread = ratio(long["tpot"], short["tpot"])
+    predicted = long["bound_tpot"] / short["bound_tpot"]
     print(
-        f"\nfrom depth {depths[0]:,} to {depths[-1]:,}: {slowdown:.3f}x the time per token measured,"
-        f" {predicted:.3f}x predicted by the bytes read"
+        f"\nfrom depth {depths[0]:,} to {depths[-1]:,}: {slowdown.median:.3f}x the time per token"
+        f" measured, {predicted:.3f}x predicted by the bytes read"
     )
-    results: dict[str, Any] = {
-        "device": device.type,
+    data: dict[str, Any] = {
+        "device": dev.type,
         "tiny": args.tiny,
         "model": how,
         "config": cfg,
@@ -157,9 +151,11 @@ def main() -> None:
         "limits_source": source,
         "decoder": how_run,
         "splits": dec.splits,
+        "split_kinds": sum(s > 1 for s in dec.splits.values()),
         "weight_bytes": weights,
         "kv_bytes_per_token": per_token,
         "check_logits_rel_diff": diff,
+        "steps_per_sample": steps,
         "depths": rows,
         "short": short,
         "long": long,
@@ -167,8 +163,9 @@ def main() -> None:
         "slowdown_predicted": predicted,
     }
     print()
-    results.update(memory.report(), seconds=time.perf_counter() - started)
-    print(f"wrote {pd.write_results('decode', results)} ({results['seconds']:.1f} s)")
+    data["peak_gpu_memory"] = peak_memory.report()
+    data["seconds"] = clock.seconds()
+    print(f"wrote {results.write_results('decode', data)} ({data['seconds']:.1f} s)")
 
 
 if __name__ == "__main__":

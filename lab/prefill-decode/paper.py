@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pdlab as pd
-from pdlab import duration, human
+from labkit import configs, results
+from labkit.checks import check
+from labkit.units import BF16_BYTES as BF16
+from labkit.units import duration, human
 
 
 def print_parameters(cfg: dict[str, Any], p: dict[str, int]) -> None:
@@ -44,21 +47,23 @@ def print_parameters(cfg: dict[str, Any], p: dict[str, int]) -> None:
     line("final norm", "", p["final_norm"])
     total = p["total"]
     line("total", "", total)
-    print(f"  = {pd.BF16 * total:,} B ({human(pd.BF16 * total)}) in bf16, 2 bytes per parameter")
+    print(f"  = {BF16 * total:,} B ({human(BF16 * total)}) in bf16, 2 bytes per parameter")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("config", nargs="?", help="a config.json (default: models/Qwen3-8B)")
-    parser.add_argument("--peak", type=float, default=pd.ASSUMED_PEAK, help="bf16 FLOP/s")
-    parser.add_argument("--bandwidth", type=float, default=pd.ASSUMED_BANDWIDTH, help="bytes/s")
+    parser.add_argument("--peak", type=float, help="bf16 FLOP/s (default: an H200's)")
+    parser.add_argument("--bandwidth", type=float, help="bytes/s (default: an H200's)")
     args = parser.parse_args()
     started = time.perf_counter()
     cfg = pd.load_config(args.config)
     name = Path(args.config).parent.name if args.config else pd.MODEL
-    peak, bw = args.peak, args.bandwidth
-    pd.check(1e9 < peak < 1e17 and 1e8 < bw < 1e14, "give --peak in FLOP/s and --bandwidth in B/s")
-    d, layers = pd.head_size(cfg), cfg["num_hidden_layers"]
+    assumed_peak, assumed_bw, source = pd.assumed()
+    peak, bw = args.peak or assumed_peak, args.bandwidth or assumed_bw
+    default = peak == assumed_peak and bw == assumed_bw
+    check(1e9 < peak < 1e17 and 1e8 < bw < 1e14, "give --peak in FLOP/s and --bandwidth in B/s")
+    d, layers = configs.head_size(cfg), cfg["num_hidden_layers"]
     print(
         f"{name}: {layers} layers, hidden size {cfg['hidden_size']:,}, MLP {cfg['intermediate_size']:,}"
     )
@@ -86,10 +91,6 @@ def main() -> None:
         " before)."
     )
 
-    source = (
-        "measured earlier on an H200 like the one this lab was recorded on (the course's notes)"
-    )
-    default = peak == pd.ASSUMED_PEAK and bw == pd.ASSUMED_BANDWIDTH
     print(
         f"\nAssumed GPU: {peak / 1e12:,.0f} TFLOP/s (bf16 matrix products), {bw / 1e12:.2f} TB/s"
         " (memory),"
@@ -160,7 +161,7 @@ def main() -> None:
         f" prefill {ask['prefill_share']:.1%}."
     )
 
-    results = {
+    data = {
         "model": name,
         "config": cfg,
         "parameters": p,
@@ -182,7 +183,7 @@ def main() -> None:
         "decode": decode,
         "request": {**ask, **pd.REQUEST},
     }
-    print(f"\nwrote {pd.write_results('paper', results)} ({time.perf_counter() - started:.2f} s)")
+    print(f"\nwrote {results.write_results('paper', data)} ({time.perf_counter() - started:.2f} s)")
 
 
 if __name__ == "__main__":

@@ -1,64 +1,55 @@
-"""The lab's arithmetic on paper, from config.json alone, and its shared plumbing (results, checks).
+"""The lesson's arithmetic on paper, from config.json alone: FLOPs, bytes, the roofline.
 
-Only the standard library is imported, so paper.py runs anywhere. Every count follows the
-shapes of a Qwen3 model: per layer the query, key, value and output matrices of attention
-and the gate, up and down matrices of the MLP; then the LM head. A weight is 2 bytes (bf16).
+Only the standard library (and the lab kit's standard-library modules) is imported, so paper.py
+runs anywhere. Every count follows the shapes of a Qwen3 model: per layer the query, key, value
+and output matrices of attention and the gate, up and down matrices of the MLP; then the LM
+head. A weight is 2 bytes (bf16).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
+from labkit import configs, facts, results
+from labkit.checks import check
+from labkit.units import BF16_BYTES as BF16
+
 LAB = Path(__file__).resolve().parent
 MODEL = "Qwen3-8B"
-BF16 = 2
-GIB = 2**30
-# Figures measured earlier on an H200 of the kind this lab was recorded on (the course's notes),
-# used before step 2 has measured the GPU at hand.
-ASSUMED_PEAK = 790e12  # bf16 dense matrix products, FLOP/s
-ASSUMED_BANDWIDTH = 4.25e12  # device-to-device copy, bytes read + written per second
-CARD_LIMIT = 22 * GIB  # what a step may take to fit a rented 24 GB card (its context aside)
+# The GPU step 1 assumes until step 2 has measured the one at hand: an H200, whose peak and
+# bandwidth this lab's step 2 measured (labkit/facts.toml, cards.h200).
+ASSUMED_CARD = "h200"
 PREFILL_LENGTHS = [128, 512, 2_048, 8_192, 32_768]
 TINY_PREFILL_LENGTHS = [16, 32, 64, 128, 256]
 DECODE_DEPTHS = [0, 4_096, 32_768]
 TINY_DECODE_DEPTHS = [0, 64, 256]
 REQUEST = {"prompt": 4_096, "output": 256}
 TINY_REQUEST = {"prompt": 192, "output": 24}
+# --tiny: the same family of shapes, shrunk so that the GPU scripts run in seconds on a CPU
+TINY_SIZES = {"hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 8,
+              "num_key_value_heads": 2, "head_dim": 32}  # fmt: skip
 
 
-def load_config(path: str | Path | None = None) -> dict[str, Any]:
-    """A model's config.json: the given file, or models/Qwen3-8B/config.json (as published)."""
-    return json.loads(Path(path or LAB / "models" / MODEL / "config.json").read_text())
+def load_config(path: str | Path | None = None, tiny: bool = False) -> dict[str, Any]:
+    """A model's config.json: the given file, or models/Qwen3-8B/config.json (as published);
+    shrunk with `tiny`."""
+    cfg = configs.load_config(path or LAB / "models" / MODEL / "config.json")
+    return configs.tiny_config(cfg, vocab=2_048, **TINY_SIZES) if tiny else cfg
 
 
-def tiny_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The same family of shapes, shrunk so that the GPU scripts run in seconds on a CPU."""
-    small = dict(cfg)
-    small.update(
-        num_hidden_layers=2,
-        hidden_size=256,
-        intermediate_size=768,
-        num_attention_heads=8,
-        num_key_value_heads=2,
-        head_dim=32,
-        vocab_size=2_048,
-    )
-    return small
-
-
-def head_size(cfg: dict[str, Any]) -> int:
-    """Numbers per head: `head_dim` where the config names it, else hidden size / query heads."""
-    return int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+def assumed() -> tuple[float, float, str]:
+    """The peak (FLOP/s) and bandwidth (B/s) step 1 assumes, and where they come from."""
+    peak = facts.fact(f"cards.{ASSUMED_CARD}.measured_bf16_flops")
+    bandwidth = facts.fact(f"cards.{ASSUMED_CARD}.measured_bandwidth")
+    source = f"an H200's, as step 2 of this lab measured them on {peak.date}"
+    return peak.base, bandwidth.base, source
 
 
 def layer_matrices(cfg: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """One layer's weight matrices as (outputs, inputs), in the order a token meets them."""
-    h, d, i = cfg["hidden_size"], head_size(cfg), cfg["intermediate_size"]
-    q, kv = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
+    h, d, i = cfg["hidden_size"], configs.head_size(cfg), cfg["intermediate_size"]
+    q, kv = cfg["num_attention_heads"] * d, configs.kv_heads(cfg) * d
     return {
         "q": (q, h),
         "k": (kv, h),
@@ -84,7 +75,7 @@ def fused_products(cfg: dict[str, Any]) -> dict[str, tuple[int, int]]:
 
 def parameters(cfg: dict[str, Any]) -> dict[str, int]:
     """Parameter counts: per layer, all layers, embedding, LM head, norms, and the total."""
-    h, d, layers = cfg["hidden_size"], head_size(cfg), cfg["num_hidden_layers"]
+    h, d, layers = cfg["hidden_size"], configs.head_size(cfg), cfg["num_hidden_layers"]
     per_layer_matrices = sum(n * k for n, k in layer_matrices(cfg).values())
     per_layer_norms = 2 * h + 2 * d  # before attention, before the MLP; q and k norms per head
     embedding = cfg["vocab_size"] * h
@@ -111,7 +102,7 @@ def flops_per_token(cfg: dict[str, Any]) -> int:
 def attention_flops_per_pair(cfg: dict[str, Any]) -> int:
     """FLOPs for one query token meeting one earlier token in every layer: the score q.k and the
     weighted sum of v, each 2 x head size per query head."""
-    return 4 * cfg["num_hidden_layers"] * cfg["num_attention_heads"] * head_size(cfg)
+    return 4 * cfg["num_hidden_layers"] * cfg["num_attention_heads"] * configs.head_size(cfg)
 
 
 def attention_flops(cfg: dict[str, Any], tokens: int, start: int = 0) -> int:
@@ -131,7 +122,7 @@ def prefill_flops(cfg: dict[str, Any], tokens: int) -> int:
 
 def kv_bytes_per_token(cfg: dict[str, Any]) -> int:
     """2 (key and value) x layers x key-value heads x head size x 2 bytes."""
-    return 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_size(cfg) * BF16
+    return configs.kv_bytes_per_token(cfg, BF16)
 
 
 def weight_bytes(cfg: dict[str, Any]) -> int:
@@ -231,57 +222,26 @@ def request_prediction(
     }
 
 
-def human(n: float) -> str:
-    """Bytes in binary units: 448.0 MiB, 15.26 GiB."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:,.2f} {unit}" if unit == "GiB" else f"{n / size:,.1f} {unit}"
-    return f"{n:,.0f} B"
+def median(value: Any) -> float:
+    """A timed value's median: a results file holds {"median", "min", ...}; a plain number as is."""
+    return float(value["median"] if isinstance(value, dict) else value)
 
 
-def duration(seconds: float) -> str:
-    """Seconds as a person reads them: 812 us, 3.56 ms, 1.24 s."""
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:,.0f} us"
-    return f"{seconds * 1e3:,.2f} ms" if seconds < 1 else f"{seconds:,.2f} s"
-
-
-def flop_rate(x: float) -> str:
-    """FLOP per second with a prefix: 791.2 TFLOP/s, 95.3 GFLOP/s."""
-    for unit, size in (("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)):
-        if x >= size:
-            return f"{x / size:,.1f} {unit}"
-    return f"{x:,.0f} FLOP/s"
-
-
-def byte_rate(x: float) -> str:
-    """Bytes per second with a prefix: 4.25 TB/s, 38.2 GB/s."""
-    if x >= 1e12:
-        return f"{x / 1e12:.2f} TB/s"
-    for unit, size in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
-        if x >= size:
-            return f"{x / size:,.1f} {unit}"
-    return f"{x:,.0f} B/s"
-
-
-def write_results(name: str, data: dict[str, Any]) -> Path:
-    """Write results/<name>.json (sorted keys, base units) through a temporary file."""
-    path = Path("results") / f"{name}.json"
-    path.parent.mkdir(exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-    return path
-
-
-def read_results(name: str) -> dict[str, Any] | None:
-    """results/<name>.json as written by an earlier step, or None when it is not there."""
-    path = Path("results") / f"{name}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def check(ok: bool, what: str) -> None:
-    """Stop the script with a clear message when a number makes no physical sense."""
-    if not ok:
-        print(f"\nSANITY CHECK FAILED: {what}", file=sys.stderr)
-        sys.exit(2)
+def limits(
+    device: str, tiny: bool, peak: float | None, bandwidth: float | None
+) -> tuple[float, float, str]:
+    """The matrix-product peak (FLOP/s) and copy bandwidth (B/s) step 2 measured on this GPU (their
+    medians), unless given; and a phrase saying where they came from."""
+    if peak and bandwidth:
+        return peak, bandwidth, "given on the command line"
+    found = results.need_results("limits", "limits.py")
+    check(
+        found["device"] == device and found["tiny"] == tiny,
+        f"results/limits.json was measured on {found['device']}"
+        f"{' with --tiny' if found['tiny'] else ''}: run limits.py again with these options",
+    )
+    return (
+        peak or median(found["peak_flop_s"]),
+        bandwidth or median(found["bandwidth"]),
+        f"measured by step 2 on {found['gpu']}",
+    )

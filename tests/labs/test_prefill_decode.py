@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import math
 import re
-import runpy
 import shutil
 import statistics
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,25 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "lab" / "prefill-decode"
-DECODER = ROOT / "lab" / "kv-cache" / "decoder.py"  # lab.yml's include: brings it in
+KIT = ROOT / "lab" / "common" / "labkit"  # lab.yml's include: brings it in as labkit/
 GPU_STEPS = ["limits", "prefill", "decode", "request"]
 UNREACHABLE_ON_TINY = {"ridge_tokens", "crossing_tokens", "ridge_predicted_tokens"}
+STATS = ("median", "min", "q1", "q3", "max", "n")
+# captures of timed values, and of values derived from them: each lands on a spread
+TIMED = {
+    "limits": {"bandwidth", "peak_tflop_s", "bandwidth_1_token", "ridge_measured",
+               "ridge_tokens_measured", "crossing_tokens", "tflop_s_1", "tflop_s_16",
+               "tflop_s_128", "tflop_s_256", "tflop_s_1024", "tflop_s_8192", "seconds_1",
+               "seconds_8192"},
+    "prefill": {*(f"{k}_{n}" for k in ("ttft", "tok_s", "gpu_ttft", "ttft_over_gpu")
+                  for n in (128, 512, 2048, 8192, 32768)),
+                *(f"of_peak_{n}" for n in (128, 2048, 8192, 32768)),
+                *(f"of_peak_gpu_{n}" for n in (128, 2048, 8192, 32768))},
+    "decode": {"tpot_short", "tpot_4096", "tpot_long", "tok_s_short", "tok_s_long",
+               "of_bound_short", "of_bound_4096", "of_bound_long", "of_peak_short", "slowdown"},
+    "request": {"ttft", "tpot", "total", "decode_tok_s", "prefill_share", "decode_share",
+                "ttft_of_predicted", "tpot_of_predicted"},
+}  # fmt: skip
 
 
 def run(lab: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -40,11 +56,28 @@ def results(lab: Path, name: str) -> dict[str, Any]:
 
 
 def copy_lab(where: Path) -> Path:
-    """The lab folder as a learner gets it: its own files plus lesson 2.4's decoder.py."""
+    """The lab folder as a learner gets it: its own files plus the lab kit, as labkit/."""
     lab = where / "prefill-decode"
-    shutil.copytree(LAB, lab, ignore=shutil.ignore_patterns("results", "__pycache__"))
-    shutil.copy(DECODER, lab / "decoder.py")
+    ignore = shutil.ignore_patterns("results", "__pycache__")
+    shutil.copytree(LAB, lab, ignore=ignore)
+    shutil.copytree(KIT, lab / "labkit", ignore=ignore)
     return lab
+
+
+def median(value: Any) -> float:
+    """A timed value's median (a results file holds {"median", "min", ...})."""
+    assert isinstance(value, dict) and set(value) == set(STATS), value
+    assert value["min"] <= value["q1"] <= value["median"] <= value["q3"] <= value["max"]
+    assert value["n"] >= 1
+    return float(value["median"])
+
+
+def h200() -> tuple[float, float]:
+    """The H200's measured peak (FLOP/s) and bandwidth (B/s), read from the facts file."""
+    cards = tomllib.loads((KIT / "facts.toml").read_text())["cards"]["h200"]
+    peak, bw = cards["measured_bf16_flops"], cards["measured_bandwidth"]
+    assert (peak["unit"], bw["unit"]) == ("TFLOP/s", "GB/s")
+    return peak["value"] * 1e12, bw["value"] * 1e9
 
 
 def counts(cfg: dict[str, Any]) -> dict[str, int]:
@@ -142,10 +175,23 @@ def test_config_is_lesson_24s_published_file() -> None:
     assert (LAB / "models" / "Qwen3-8B" / "config.json").read_bytes() == kv_cache_copy.read_bytes()
 
 
-def test_lab_imports_lesson_24s_decoder_and_does_not_copy_it() -> None:
-    assert not (LAB / "decoder.py").exists()
-    assert all("class Decoder" not in p.read_text() for p in LAB.glob("*.py"))
-    assert "from decoder import Decoder" in (LAB / "engine.py").read_text()
+def test_lab_runs_on_the_kit_and_copies_none_of_it() -> None:
+    assert yaml.safe_load((LAB / "lab.yml").read_text())["include"] == ["../common/labkit"]
+    assert not any((LAB / name).exists() for name in ("decoder.py", "measure.py", "labkit"))
+    sources = {p.name: p.read_text() for p in LAB.glob("*.py")}
+    for kit_name in (
+        "class Decoder",
+        "def write_results",
+        "def human",
+        "def pick_device",
+        "class PeakMemory",
+        "def graphed(",
+        "def copy_bandwidth(",
+        "ASSUMED_PEAK",
+    ):
+        assert all(kit_name not in text for text in sources.values()), kit_name
+    assert "from labkit.decoder import Decoder" in sources["engine.py"]
+    assert "class Prefill" in sources["engine.py"]  # the lesson's own pass, on the kit's decoder
 
 
 def test_paper_counts_every_matrix(lab: Path, runs: dict[str, Any]) -> None:
@@ -160,8 +206,9 @@ def test_paper_counts_every_matrix(lab: Path, runs: dict[str, Any]) -> None:
     assert data["flops_per_token"] == 2 * c["multiplied"]
     assert data["attention_flops_per_pair"] == c["pair"]
     assert data["decode_weight_bytes"] == c["decode_bytes"]
-    peak, bw = 790e12, 4.25e12
-    assert "measured earlier on an H200" in out.stdout
+    peak, bw = h200()
+    assert data["assumed"]["peak_flop_s"] == peak and data["assumed"]["bandwidth"] == bw
+    assert "an H200's, as step 2 of this lab measured them on 2026-11-30." in out.stdout
     for n in (128, 4096, 32768):
         row = data["prefill"][str(n)]
         assert row["flops"] == prefill_flops(cfg, n)
@@ -208,34 +255,55 @@ def test_limits_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
         flops = sum(2 * int(t) * n * k for n, k in shapes)
         assert row["flops"] == flops
         assert row["bytes_per_flop"] == pytest.approx(1 / flop_per_byte(int(t), shapes))
-        assert row["flop_s"] == pytest.approx(flops / row["seconds"])
-    rates = {int(t): r["flop_s"] for t, r in data["sweep"].items()}
-    assert data["peak_flop_s"] == max(rates.values())
-    assert data["knee_tokens"] == min(t for t, r in rates.items() if r >= 0.8 * data["peak_flop_s"])
-    assert data["ridge_flop_per_byte"] == pytest.approx(data["peak_flop_s"] / data["bandwidth"])
+        seconds = row["seconds"]
+        assert median(seconds) > 0 and seconds["n"] == 3
+        # a rate's fastest sample is the time's fastest: min and max swap through 1 / seconds
+        assert median(row["flop_s"]) == pytest.approx(flops / seconds["median"])
+        assert row["flop_s"]["max"] == pytest.approx(flops / seconds["min"])
+        assert row["flop_s"]["q1"] == pytest.approx(flops / seconds["q3"])
+    rates = {int(t): median(r["flop_s"]) for t, r in data["sweep"].items()}
+    peak, bw = median(data["peak_flop_s"]), median(data["bandwidth"])
+    assert peak == max(rates.values()) and data["bandwidth"]["n"] == 5
+    assert data["knee_tokens"] == min(t for t, r in rates.items() if r >= 0.8 * peak)
+    ridge = data["ridge_flop_per_byte"]
+    assert median(ridge) == pytest.approx(peak / bw)
+    assert ridge["min"] == pytest.approx(data["peak_flop_s"]["min"] / data["bandwidth"]["max"])
     if data["ridge_tokens"] is not None:
-        assert flop_per_byte(data["ridge_tokens"], shapes) == pytest.approx(
-            data["ridge_flop_per_byte"]
-        )
-    assert data["peak_gpu_memory"] == 0 and "peak GPU memory: none (ran on the CPU)" in out.stdout
+        assert flop_per_byte(median(data["ridge_tokens"]), shapes) == pytest.approx(median(ridge))
+    assert data["peak_gpu_memory"] == {
+        "allocated": 0, "reserved": 0, "device": "cpu", "fits_24gb": True
+    }  # fmt: skip
+    assert "peak GPU memory: none, this run used the CPU" in out.stdout
 
 
 def test_prefill_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
     out = runs["prefill"]
     assert out.returncode == 0, out.stderr
     data, limits = results(lab, "prefill"), results(lab, "limits")
-    assert data["peak_flop_s"] == limits["peak_flop_s"] and data["chunk"] == 64
+    peak = median(limits["peak_flop_s"])
+    assert data["peak_flop_s"] == peak and data["chunk"] == 64
     check = data["check"]
     assert check["logits_rel_diff"] < 2 * check["engine_logits_rel_diff"] + 0.01
     assert sorted(data["lengths"], key=int) == ["16", "32", "64", "128", "256"]
     for n, row in data["lengths"].items():
         assert row["flops"] == prefill_flops(data["config"], int(n))
         assert row["chunks"] == math.ceil(int(n) / 64)
-        assert row["fraction_of_peak"] == pytest.approx(
-            row["flops"] / row["ttft"] / data["peak_flop_s"]
+        ttft, gpu = row["ttft"], row["gpu_ttft"]
+        assert ttft["n"] == gpu["n"] == row["repeats"] == 3
+        assert median(row["fraction_of_peak"]) == pytest.approx(row["flops"] / median(ttft) / peak)
+        assert median(row["gpu_percent_of_peak"]) == pytest.approx(
+            100 * row["flops"] / median(gpu) / peak
         )
-        assert row["tok_s"] == pytest.approx(int(n) / row["ttft"])
-    assert "pass: chunks of 64 tokens (shorter prompts in one piece)" in out.stdout
+        assert median(row["tok_s"]) == pytest.approx(int(n) / ttft["median"])
+        assert row["tok_s"]["min"] == pytest.approx(int(n) / ttft["max"])
+        assert median(row["ttft_over_gpu"]) == pytest.approx(ttft["median"] / gpu["median"])
+        assert row["host_bound"] is False  # on the CPU both clocks are the host's
+    assert data["host_bound_lengths"] == [] and data["gpu_timing"] == "the host's clock (no GPU)"
+    assert "pass: activations in chunks of 64 tokens (shorter prompts in one piece)" in out.stdout
+    assert "host-bound" not in out.stdout
+    assert "chunks of the activations:\n  16 tokens 1, 32 tokens 1, 64 tokens 1, 128 tokens 2," in (
+        out.stdout
+    )
 
 
 def test_prefill_warms_every_length_alike_and_prints_no_target(
@@ -298,9 +366,20 @@ def test_decode_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
     for depth, row in data["depths"].items():
         assert row["bytes"] == c["decode_bytes"] + int(depth) * c["kv"]
         assert row["bound_tpot"] == pytest.approx(row["bytes"] / data["bandwidth"])
-        assert row["fraction_of_bound"] == pytest.approx(row["bound_tpot"] / row["tpot"])
+        assert row["tpot"]["n"] == 2
+        assert median(row["fraction_of_bound"]) == pytest.approx(
+            row["bound_tpot"] / median(row["tpot"])
+        )
+        assert row["fraction_of_bound"]["max"] == pytest.approx(
+            row["bound_tpot"] / row["tpot"]["min"]
+        )
     assert data["short"]["depth"] == 0 and data["long"]["depth"] == 256
+    assert median(data["slowdown"]) == pytest.approx(
+        median(data["long"]["tpot"]) / median(data["short"]["tpot"])
+    )
     assert data["slowdown_predicted"] == pytest.approx(1 + 256 * c["kv"] / c["decode_bytes"])
+    assert data["splits"] == dict.fromkeys(("qkv", "o", "gate_up", "down", "head"), 1)
+    assert data["split_kinds"] == 0 and data["steps_per_sample"] == 3
 
 
 def test_request_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
@@ -308,11 +387,18 @@ def test_request_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
     assert out.returncode == 0, out.stderr
     data = results(lab, "request")
     got, ask, cfg = data["measured"], data["predicted"], data["config"]
-    assert (data["prompt_tokens"], data["output_tokens"]) == (192, 24)
-    arrivals = got["arrivals"]
-    assert len(arrivals) == 24 and arrivals == sorted(arrivals) and arrivals[0] == got["ttft"]
-    assert got["tpot"] == pytest.approx((arrivals[-1] - arrivals[0]) / 23)
-    assert got["prefill_share"] == pytest.approx(got["ttft"] / got["total"])
+    assert (data["prompt_tokens"], data["output_tokens"], data["requests"]) == (192, 24, 3)
+    shown, arrivals = got["example"], got["arrivals"]
+    assert shown["arrivals"] == arrivals
+    assert len(arrivals) == 24 and arrivals == sorted(arrivals) and arrivals[0] == shown["ttft"]
+    assert shown["tpot"] == pytest.approx((arrivals[-1] - arrivals[0]) / 23)
+    assert shown["total"] == got["total"]["median"]  # the request drawn is the median one
+    for key in ("ttft", "tpot", "total", "prefill_share", "decode_tok_s"):
+        assert got[key]["n"] == 3 and median(got[key]) > 0
+    assert got["ttft"]["min"] <= shown["ttft"] <= got["ttft"]["max"]
+    assert median(data["ttft_percent_of_predicted_speed"]) == pytest.approx(
+        100 * ask["ttft"] / median(got["ttft"])
+    )
     c, peak, bw = counts(cfg), data["peak_flop_s"], data["bandwidth"]
     first = max(prefill_flops(cfg, 192) / peak, (c["decode_bytes"] + 192 * c["kv"]) / bw)
     steps = [
@@ -325,7 +411,9 @@ def test_request_on_the_cpu(lab: Path, runs: dict[str, Any]) -> None:
     assert ask["ttft"] == pytest.approx(first) and ask["tpot"] == pytest.approx(
         statistics.mean(steps)
     )
-    assert re.search(r"time to first token +[\d.,]+ (us|ms|s) +[\d.,]+ (us|ms|s)", out.stdout)
+    assert re.search(
+        r"time to first token +[\d.,]+ (us|ms|s) +[\d.]+% +[\d.,]+ (us|ms|s)", out.stdout
+    )
 
 
 def test_lab_yml_captures_resolve(lab: Path, runs: dict[str, Any]) -> None:
@@ -340,12 +428,15 @@ def test_lab_yml_captures_resolve(lab: Path, runs: dict[str, Any]) -> None:
         "depths": {0, 4096, 32768},
         "sweep": {2**i for i in range(14)},
     }
-    sizes = runpy.run_path(str(LAB / "pdlab.py"))  # the standard library only
-    assert set(sizes["PREFILL_LENGTHS"]) == full["lengths"]
-    assert set(sizes["DECODE_DEPTHS"]) == full["depths"]
+    sizes = json.loads(
+        run(lab, "-c", "import json, pdlab; print(json.dumps([pdlab.PREFILL_LENGTHS,"
+            " pdlab.DECODE_DEPTHS]))").stdout
+    )  # fmt: skip
+    assert set(sizes[0]) == full["lengths"] and set(sizes[1]) == full["depths"]
     for step in recipe["steps"]:
         assert (LAB / step["run"].split()[1]).exists()
         assert "peak_gpu_memory" in step["capture"] or step["id"] == "paper"
+        assert TIMED.get(step["id"], set()) <= set(step["capture"]), step["id"]
         for name, spec in step["capture"].items():
             data = json.loads((lab / spec["json"]).read_text())
             parts = spec["key"].split(".")
@@ -355,4 +446,6 @@ def test_lab_yml_captures_resolve(lab: Path, runs: dict[str, Any]) -> None:
             value = key_path(data, ".".join(parts))
             if value is None and spec["key"] in UNREACHABLE_ON_TINY:
                 continue  # the tiny layer may never reach the CPU's ridge: no such token count
+            if name in TIMED.get(step["id"], ()):
+                value = median(value)  # a timed value carries its spread
             assert isinstance(value, (int, float)) and not isinstance(value, bool), name
