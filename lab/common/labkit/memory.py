@@ -183,12 +183,14 @@ class PeakMemory:
         peak = self.step()
         room = facts.room(CARD)
         if paper is not None:
-            print(f"peak GPU memory of this step, on paper: {paper:,} B ({human(paper)}) = {what}")
+            said = f"peak GPU memory of this step, on paper: {paper:,} B ({human(paper)}) = {what}"
+            print(textwrap.fill(said, width=98, subsequent_indent="  "))
             peak["paper"] = paper
         if cuda(self.device):
             print(
                 f"peak GPU memory: {peak['allocated']:,} B in tensors ({human(peak['allocated'])}),"
-                f" {peak['reserved']:,} B taken by PyTorch from the GPU ({human(peak['reserved'])})"
+                f"\n  {peak['reserved']:,} B taken by PyTorch from the GPU"
+                f" ({human(peak['reserved'])})"
             )
         else:
             print("peak GPU memory: none, this run used the CPU")
