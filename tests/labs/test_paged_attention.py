@@ -196,4 +196,3 @@ def test_lab_yml_captures_resolve(lab: Path, runs: dict[str, Any]) -> None:
     raw = yaml.safe_load((lab / "lab.yml").read_text())
     assert raw["include"] == ["../common/labkit"]
     assert all(s.get("needs") == "gpu" for s in raw["steps"][1:])
-
