@@ -73,8 +73,13 @@ def measure(dev: Any, gen: Any, sizes: tuple[int, int, int, int], depth: int,
     calls: dict[str, Any] = {"contiguous": contiguous}
     for label, block in zip(BLOCKS, blocks, strict=True):
         paged = paged_read(*paged_copy(k, v, block, seed=block))
-        check(torch.equal(paged(), contiguous()),
-              f"depth {depth}, blocks of {block}: the paged read gave other outputs")  # fmt: skip
+        # the gathered keys are laid out otherwise, so the GPU may pick another attention
+        # kernel: the same numbers, summed in another order, within bf16's rounding
+        got, want = paged().float(), contiguous().float()
+        off = float((got - want).norm() / want.norm())
+        check(off < 1e-2,
+              f"depth {depth}, blocks of {block}: the paged read is off by {off:.2e}"
+              " from the contiguous one (more than bf16's rounding)")  # fmt: skip
         calls[f"b{label}"] = paged  # keyed by the full-size block (b16: 4 with --tiny)
     replays = {name: timing.graphed(fn, dev) for name, fn in calls.items()}
     samples: dict[str, list[float]] = {name: [] for name in replays}
