@@ -21,19 +21,36 @@ from typing import Any
 
 import torch
 
-from memlab import (
+from labkit.checks import check
+from labkit.configs import weight_bytes
+from labkit.device import add_device_args, describe, pick_device
+from labkit.facts import card_named, room
+from labkit.results import write_results
+from labkit.timing import Stopwatch
+from labkit.units import human
+from planner import (
     CONTEXTS,
     MODELS,
-    Clock,
-    check,
-    human,
-    load_cards,
-    weight_bytes,
-    write_results,
+    SEGMENTS,
+    Engine,
+    block_cost,
+    budget,
+    conversations,
+    plan,
+    segments,
 )
-from planner import SEGMENTS, budget, coefficients, conversations, peaks, plan, segments
-from serving import Memory, add_device_args, build_model, describe, make_prompts, pick_device, serve
+from serving import (
+    ATTENTION,
+    RELEASE,
+    SECTORS,
+    TINY_BATCH_TOKENS,
+    Memory,
+    build_model,
+    make_prompts,
+    serve,
+)
 
+SIZED = "this step sizes itself to the card: the engine takes a share of whatever memory is free"
 LABELS = {
     "context": "CUDA context, libraries, driver (before the model)",
     "weights": "weights",
@@ -52,13 +69,13 @@ def scaled_contexts(tiny: bool) -> dict[str, int]:
 
 
 def match_card(device: torch.device, memory: Memory) -> tuple[str, dict[str, Any]]:
-    """The card of cards.json this GPU is (by name, or a 24 GB total); else this GPU as measured."""
-    cards = load_cards()["cards"]
+    """The card of the course's facts this GPU is (by its name); else this GPU as measured."""
     name = "pretend GPU (--tiny)" if memory.pretend else torch.cuda.get_device_name(device)
-    if "H200" in name:
-        return "h200", cards["h200"]
-    if not memory.pretend and abs(memory.total - cards["card_24gb"]["total_bytes"]) < 2**31:
-        return "card_24gb", cards["card_24gb"]
+    card = None if memory.pretend else card_named(name)
+    if card is not None and card.torch_total is not None:
+        key = {"h200": "h200", "rtx-4090": "card_24gb"}.get(card.key, card.key)
+        return key, {"name": card.label, "total_bytes": card.torch_total,
+                     "usable_bytes": room(card.key).bytes}  # fmt: skip
     return "this_gpu", {
         "name": name,
         "total_bytes": memory.total,
@@ -130,8 +147,7 @@ def explain_card(
     """How far the card's figures on paper were from this GPU, line by line, in blocks."""
     n_blocks = nominal["plan"]["num_blocks"] if nominal["plan"] else 0
     eng, fraction, free = facts["engine"], nominal["fraction"], facts["free_before"]
-    co = coefficients(cfg, eng, peaks(cfg, eng)[paper["binding_peak"]])
-    per_block = eng.block_size * (co["cn"] + co["cmn"] * paper["max_batch_tokens"])
+    per_block = block_cost(cfg, eng, paper)
     usable = memory.total - memory.context
     print(
         f"\non paper from the card's figures ({card['name']}, {human(card['usable_bytes'])}"
@@ -169,18 +185,18 @@ def show_whole_gpu(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_device_args(parser)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add_device_args(parser, weights=True)
     parser.add_argument("--model", default="Qwen3-8B", choices=list(MODELS.values()))
     parser.add_argument("--fraction", type=float, default=0.9, help="max_memory_percent, 0 to 1")
     parser.add_argument("--block-size", type=int, help="tokens per block (256; 32 with --tiny)")
     args = parser.parse_args()
-    clock, device = Clock(), pick_device(args.device, args.tiny)
+    clock, device = Stopwatch(), pick_device(args.device, args.tiny, cpu_needs_tiny=True)
     block = args.block_size or (32 if args.tiny else 256)
     prompt_tokens, new_tokens = (32 if args.tiny else 256), 8
     contexts = scaled_contexts(args.tiny)
     memory = Memory(device)
-    print(describe(device))
+    print(describe(device, "torch", "transformers"))
     start = memory.allocated() if not memory.pretend else 0
     model, cfg, how = build_model(args.model, device, args.tiny, memory, args.weights)
     weights, held = weight_bytes(cfg), memory.allocated() - start
@@ -189,12 +205,15 @@ def main() -> None:
         check(count == weights, "the weights differ from config.json's count")
     print(f"{args.model}: {how}; weights {weights:,} B ({human(weights)}), {held:,} B allocated")
     print(
-        "engine: transformers continuous batching, paged KV cache, attention paged|sdpa,"
+        f"engine: transformers {RELEASE} continuous batching, paged KV cache, attention {ATTENTION},"
         f" block size {block}, max_memory_percent {args.fraction:.2f}"
     )
 
     # enough prompts to fill the engine's largest batch once, so its activation peak is reached
-    first = plan(cfg, int(memory.free() * args.fraction))
+    batch = TINY_BATCH_TOKENS if SECTORS and memory.pretend else None
+    first = plan(
+        cfg, int(memory.free() * args.fraction), Engine(release=RELEASE, max_batch_tokens=batch)
+    )
     count = ceil(first["max_batch_tokens"] / prompt_tokens)
     prompts = make_prompts(count, prompt_tokens, cfg["vocab_size"])
     print(f"serving {count} prompts of {prompt_tokens} tokens, {new_tokens} new tokens each")
@@ -237,11 +256,10 @@ def main() -> None:
     for k, c in contexts.items():
         on_p = conversations(paper["num_blocks"], block, c)
         print(f"  {c:>7,} tokens each: {facts['admitted'][k]:>5,}  (paper {on_p:,})")
-    peak, seconds = memory.step_peak(), clock.seconds()
-    print(
-        f"\npeak GPU memory: {human(peak['reserved'])} reserved, {human(peak['allocated'])}"
-        f" allocated (this step sizes itself to the card); wall time {seconds:.1f} s"
-    )
+    print()
+    peak = memory.peaks.report(sized_to_card=SIZED)
+    seconds = clock.seconds()
+    print(f"wall time {seconds:.1f} s")
     planner_keys = (
         "num_blocks",
         "max_batch_tokens",
@@ -254,7 +272,8 @@ def main() -> None:
     serving_keys = ("requests", "generated_tokens", "wall_s", "peak_concurrency")
     results = {
         "device": device.type,
-        "gpu": describe(device),
+        "gpu": describe(device, "torch", "transformers"),
+        "release": RELEASE,
         "model": args.model,
         "weights_how": how,
         "sizes_to_card": True,

@@ -18,24 +18,28 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from math import lcm
 from typing import Any
 
 import torch
-from transformers.generation.configuration_utils import ContinuousBatchingConfig
 from transformers.generation.continuous_batching.cache import PagedAttentionMemoryHandler
 
-from memlab import Clock, check, fraction_key, human, weight_bytes, write_results
-from paged import scaled_contexts
-from planner import Engine, cache_bytes_per_token, conversations, plan
+from labkit.checks import check
+from labkit.configs import weight_bytes
+from labkit.device import add_device_args, describe, pick_device
+from labkit.results import write_results
+from labkit.timing import Stopwatch
+from labkit.units import human
+from paged import SIZED, scaled_contexts
+from planner import SECTOR_ALIGN, Engine, cache_bytes_per_token, conversations, fraction_key, plan
 from serving import (
+    SECTORS,
     Memory,
-    add_device_args,
     build_model,
     cache_dtype_setting,
-    describe,
+    cb_config,
     drop_model,
     make_prompts,
-    pick_device,
     serve,
 )
 
@@ -96,18 +100,34 @@ def eight_bit(
     """Size an 8-bit cache with the engine's planner class, reserve its tensors, and measure
     what 8 bits keep of a key. (Only the cache is reserved: the engine cannot run on it.)"""
     layers, heads, dim = cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["head_dim"]
-    settings = ContinuousBatchingConfig(
+    settings = cb_config(
         block_size=eng.block_size,
         max_memory_percent=fraction,
         max_blocks_per_request=eng.max_blocks_per_request,
         use_async_batching=eng.io_copies == 2,
+        max_batch_tokens=eng.max_batch_tokens,
     )
     with memory.engine_reads_me():
-        handler = PagedAttentionMemoryHandler(
-            model.config, settings, model.dtype, ["full_attention"], layers
-        )
-    handler.cache_dtype = FP8  # the class keeps the cache's and the activations' formats apart
-    m, blocks = handler.infer_max_batch_tokens_and_num_blocks()
+        if SECTORS:  # 5.24: the cache's format sets the sector's bytes; here a sector is a block
+            block_bytes = cache_bytes_per_token(cfg, replace(eng, cache_bytes=1)) * eng.block_size
+            settings.max_requests_per_batch = eng.max_requests_per_batch
+            handler = PagedAttentionMemoryHandler(
+                config=model.config,
+                cb_config=settings,
+                dtype=model.dtype,
+                bytes_per_sector=lcm(block_bytes, SECTOR_ALIGN),
+                tokens_per_sector=lcm(block_bytes, SECTOR_ALIGN) // block_bytes * eng.block_size,
+                bytes_per_block=block_bytes,
+                attn_types=["full_attention"],
+                model_supports_logits_to_keep=eng.logits_to_keep,
+            )
+            m, blocks = handler.infer_max_batch_tokens_and_num_sectors()
+        else:
+            handler = PagedAttentionMemoryHandler(
+                model.config, settings, model.dtype, ["full_attention"], layers
+            )
+            handler.cache_dtype = FP8  # the class keeps the cache's and activations' formats apart
+            m, blocks = handler.infer_max_batch_tokens_and_num_blocks()
     available = handler.available_memory  # what the planner class read, fraction applied
     paper = plan(cfg, available, replace(eng, cache_bytes=1))
     check(
@@ -116,9 +136,13 @@ def eight_bit(
     )
     before = memory.allocated()
     budget = [available]  # only the pretend GPU counts it; a real one has the room
-    # the engine's layout: a key and a value tensor per layer, each with 2 padding blocks
+    # the engine's layout: a key and a value tensor per layer, each with 2 padding blocks (5.17);
+    # one tensor of the same bytes (5.24)
     rows = (blocks + 2) * eng.block_size
-    tensors = [memory.empty((rows, heads, dim), FP8, budget) for _ in range(2 * layers)]
+    if SECTORS:
+        tensors = [memory.empty((rows * 2 * layers, heads, dim), FP8, budget)]
+    else:
+        tensors = [memory.empty((rows, heads, dim), FP8, budget) for _ in range(2 * layers)]
     nbytes = sum(t.nbytes for t in tensors)
     allocated = memory.allocated() - before if not memory.pretend else nbytes
     # what 8 bits keep of a bf16 key: write random keys into one block, read them back
@@ -204,14 +228,14 @@ def one_model(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_device_args(parser)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add_device_args(parser, weights=True)
     parser.add_argument("--block-size", type=int, help="tokens per block (256; 32 with --tiny)")
     args = parser.parse_args()
-    clock, device = Clock(), pick_device(args.device, args.tiny)
+    clock, device = Stopwatch(), pick_device(args.device, args.tiny, cpu_needs_tiny=True)
     block, contexts = args.block_size or (32 if args.tiny else 256), scaled_contexts(args.tiny)
     memory = Memory(device)
-    print(describe(device))
+    print(describe(device, "torch", "transformers"))
     big = one_model("Qwen3-8B", FRACTIONS, args, memory, block, contexts)
     small = one_model("Qwen3-0.6B", (0.9,), args, memory, block, contexts)
     ratio = small["f90"]["cache_tokens"] / big["f90"]["cache_tokens"]
@@ -238,13 +262,11 @@ def main() -> None:
             "paper_conversations_full": [a["paper_conversations"]["full"] for a in at],
             "cache_tokens": [a["cache_tokens"] for a in at],
         },
-        "peak_gpu_memory": memory.step_peak(),
-        "wall_s": clock.seconds(),
     }
-    print(
-        f"\npeak GPU memory: {human(results['peak_gpu_memory']['reserved'])} reserved"
-        f" (this step sizes itself to the card); wall time {results['wall_s']:.1f} s"
-    )
+    print()
+    results["peak_gpu_memory"] = memory.peaks.report(sized_to_card=SIZED)
+    results["wall_s"] = clock.seconds()
+    print(f"wall time {results['wall_s']:.1f} s")
     print(f"wrote {write_results('settings', results)}")
 
 
