@@ -239,19 +239,36 @@ def plan(
         "cache": co["cache_n"] * n,
     }
     lines["padding"] = 0  # 5.17 allocates its two padding blocks outside the share
+    # the engine's tensors hold two blocks more than the plan (padding that is never allocated)
+    allocated = (blocks + PADDING_BLOCKS) * eng.block_size * co["cache_n"]
+    return result(cfg, eng, available, (m, blocks), allocated, (used, peak_name), lines)
+
+
+def result(
+    cfg: dict[str, Any],
+    eng: Engine,
+    available: int,
+    plan_: tuple[int, int],
+    allocated: int,
+    footprint_: tuple[int, str],
+    lines: dict[str, int],
+    **extra: int,
+) -> dict[str, Any]:
+    """A plan as both releases give it: (M, blocks), the cache's bytes, the budget's lines."""
+    m, blocks = plan_
     lines["rounding"] = available - sum(lines.values())
     return {
         "release": eng.release,
         "available": available,
         "max_batch_tokens": m,
         "num_blocks": blocks,
+        **extra,
         "block_size": eng.block_size,
-        "cache_tokens": n,
-        "cache_bytes_per_token": co["cache_n"],
-        # the engine's tensors hold two blocks more than the plan (padding that is never allocated)
-        "cache_bytes_allocated": (blocks + PADDING_BLOCKS) * eng.block_size * co["cache_n"],
-        "footprint": used,
-        "binding_peak": peak_name,
+        "cache_tokens": blocks * eng.block_size,
+        "cache_bytes_per_token": cache_bytes_per_token(cfg, eng),
+        "cache_bytes_allocated": allocated,
+        "footprint": footprint_[0],
+        "binding_peak": footprint_[1],
         "lines": lines,
     }
 
@@ -326,21 +343,10 @@ def plan_sectors(
         "cache": cache_bytes_per_token(cfg, eng) * n,
         "padding": 2 * co["sector"],  # the two padding sectors, inside the share in 5.24
     }
-    lines["rounding"] = available - sum(lines.values())
-    return {
-        "release": eng.release,
-        "available": available,
-        "max_batch_tokens": m,
-        "num_blocks": blocks,
-        "num_sectors": sectors,
-        "block_size": eng.block_size,
-        "cache_tokens": n,
-        "cache_bytes_per_token": cache_bytes_per_token(cfg, eng),
-        "cache_bytes_allocated": (sectors + 2) * co["sector"],
-        "footprint": used,
-        "binding_peak": "attention",
-        "lines": lines,
-    }
+    allocated = (sectors + 2) * co["sector"]
+    return result(
+        cfg, eng, available, (m, blocks), allocated, (used, "attention"), lines, num_sectors=sectors
+    )
 
 
 def block_cost(cfg: dict[str, Any], eng: Engine, paper: dict[str, Any]) -> float:

@@ -315,15 +315,21 @@ def test_on_transformers_524_the_sector_planner_is_transcribed_and_step_2_runs(
     assert out.returncode == 0, out.stderr
     assert "transformers 5.24.0" in out.stdout
     data, cfg = results(lab.parent / "v524" / "gpu-memory", "paged"), config("Qwen3-8B", tiny=True)
-    planner, block = data["planner"], data["block_size"]
+    planner = data["planner"]
     assert data["release"] == data["paper"]["release"] == "5.24"
     assert planner["num_blocks"] == data["paper"]["num_blocks"] > 0
     # one flat tensor: the planned blocks and two padding ones
+    engine_agrees(data, cfg, out.stdout, f"self.num_sectors = {planner['num_blocks']}")
+
+
+def engine_agrees(data: dict[str, Any], cfg: dict[str, Any], stdout: str, logged: str) -> None:
+    """The cache tensors hold the planned blocks and two padding ones, the planner's log line
+    says so, and the block manager admits whole blocks per conversation."""
+    planner, block = data["planner"], data["block_size"]
     assert planner["cache_tensor_bytes"] == (planner["num_blocks"] + 2) * block * per_token(cfg)
     assert (
-        f"Paged cache initialized: self.max_batch_tokens = {planner['max_batch_tokens']},"
-        f" self.num_sectors = {planner['num_blocks']}"
-    ) in out.stdout
+        f"Paged cache initialized: self.max_batch_tokens = {planner['max_batch_tokens']}, {logged}"
+    ) in stdout
     for label, tokens in data["contexts"].items():
         assert data["conversations"][label] == planner["num_blocks"] // ceil(tokens / block)
 
@@ -340,13 +346,8 @@ def test_paged_engine_matches_the_paper(lab: Path, runs: dict[str, Any]) -> None
     assert planner["num_blocks"] == blocks_for(
         cfg, planner["available"], planner["max_batch_tokens"], block
     )
-    assert planner["cache_tensor_bytes"] == (planner["num_blocks"] + 2) * block * per_token(cfg)
-    assert (
-        f"Paged cache initialized: self.max_batch_tokens = {planner['max_batch_tokens']},"
-        f" self.num_blocks = {planner['num_blocks']}, self.block_size = {block}"
-    ) in out.stdout
-    for label, tokens in data["contexts"].items():
-        assert data["conversations"][label] == planner["num_blocks"] // ceil(tokens / block)
+    logged = f"self.num_blocks = {planner['num_blocks']}, self.block_size = {block}"
+    engine_agrees(data, cfg, out.stdout, logged)
     assert sum(data["chart"]["paper"]) == sum(data["chart"]["measured"]) == data["total"]
     # the prompts fill exactly one largest batch, and every one of them was answered
     assert (
