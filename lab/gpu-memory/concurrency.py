@@ -28,7 +28,7 @@ from labkit.results import write_results
 from labkit.timing import Spread, Stopwatch, derive, ratio
 from labkit.units import human
 from paged import SIZED
-from planner import MODELS, cache_bytes_per_token
+from planner import MODELS, cache_bytes_per_token, say
 from serving import RELEASE, Memory, build_model, make_prompts, serve
 
 COUNTS = (1, 8, 32, 64)
@@ -88,7 +88,7 @@ def run_budget(
         }
         blocks, margin = facts["num_blocks"], facts["safety_margin"]
     predicted = predicted_concurrency(blocks, per_request, margin)
-    print(
+    say(
         f"  {blocks:,} blocks of {block} tokens ({blocks * block:,} tokens), {per_request} per"
         f" request; the scheduler keeps {margin:.0%} of them for running requests to grow:"
         f" {predicted:,} requests can run at once"
@@ -137,7 +137,7 @@ def main() -> None:
     serve(model, warm, 4, memory, max_memory_percent=0.9, block_size=block)  # loads the kernels
 
     repeats = 2 if args.tiny else REPEATS
-    print(f"{HOST_BOUND}; {repeats} runs of each N")
+    say(f"{HOST_BOUND}; {repeats} runs of each N")
     print("\nthe cache of a 0.9 fraction:")
     full = run_budget(model, cfg, memory, COUNTS, shape, {"max_memory_percent": 0.9}, repeats)
     # the small cache keeps the full one's largest batch, so that only the cache differs
@@ -154,12 +154,12 @@ def main() -> None:
     )
     share = ratio(small["runs"]["64"]["tok_s"], full["runs"]["64"]["tok_s"])
     growth = ratio(small["runs"]["64"]["tok_s"], small["runs"]["32"]["tok_s"])
-    print(
+    say(
         f"\n64 requests: {full['runs']['64']['tok_s'].median:,.1f} tok/s with room for all,"
         f" {small['runs']['64']['tok_s'].median:,.1f} tok/s with {SMALL_BLOCKS} blocks"
         f" ({share.median:.2f} x; {share.min:.2f} to {share.max:.2f} over the runs)"
     )
-    print(
+    say(
         f"with {SMALL_BLOCKS} blocks, 32 -> 64 requests: {growth.median:.2f} x the output"
         f" ({growth.min:.2f} to {growth.max:.2f}), as many running at once"
         f" ({small['runs']['32']['peak_concurrency']} and {small['runs']['64']['peak_concurrency']})"

@@ -26,7 +26,7 @@ from labkit.results import write_results
 from labkit.timing import Stopwatch
 from labkit.units import human
 from paged import SIZED
-from planner import Engine, cache_bytes_per_token, plan
+from planner import Engine, cache_bytes_per_token, plan, say
 from serving import LAB, LARGE_ROUND, RELEASE, SECTORS, TINY_BATCH_TOKENS, Memory, build_model
 
 FRACTION = 0.9
@@ -96,17 +96,15 @@ def main() -> None:
     finally:
         if not memory.pretend:
             torch.cuda.set_per_process_memory_fraction(1.0, torch.cuda.current_device())
-    print(f"\nbisection on torch.OutOfMemoryError ({cap}, capped at the budget), {tries} tries:")
+    say(f"\nbisection on torch.OutOfMemoryError ({cap}, capped at the budget), {tries} tries:")
     print(f"  predicted, budget / bytes per token:                 {predicted:>12,} tokens")
     print(
         f"  predicted with each of {2 * layers} tensors rounded to 2 MiB:   {rounded:>12,} tokens"
     )
-    print(
-        f"  found by allocating:                                 {found:>12,} tokens"
-        f"  ({found / predicted:.4f} of the prediction)"
-    )
-    print(f"  what the engine's planner gives its cache (room kept for a batch): {engine:,} tokens")
-    print(
+    print(f"  found by allocating:                                 {found:>12,} tokens")
+    print(f"    ({found / predicted:.4f} of the prediction)")
+    say(f"  what the engine's planner gives its cache (room kept for a batch): {engine:,} tokens")
+    say(
         f"  the config allows {cfg['max_position_embeddings']:,} tokens (max_position_embeddings):"
         f" memory would hold {found / cfg['max_position_embeddings']:.1f} times that"
     )
@@ -123,7 +121,7 @@ def main() -> None:
     budget_24 = int((room.bytes - weight_bytes(full)) * FRACTION)
     paper_24 = budget_24 // cache_bytes_per_token(full)
     engine_24 = plan(full, budget_24, Engine(release=RELEASE))["cache_tokens"]
-    print(f"on paper, Qwen3-8B on {room.text}:")
+    say(f"on paper, Qwen3-8B on {room.text}:")
     print(
         f"  budget {human(budget_24)} -> {paper_24:,} tokens of cache alone,"
         f" {engine_24:,} once the engine keeps room for a batch"

@@ -37,6 +37,7 @@ from planner import (
     budget,
     conversations,
     plan,
+    say,
     segments,
 )
 from serving import (
@@ -52,14 +53,14 @@ from serving import (
 
 SIZED = "this step sizes itself to the card: the engine takes a share of whatever memory is free"
 LABELS = {
-    "context": "CUDA context, libraries, driver (before the model)",
+    "context": "CUDA context (before the model)",
     "weights": "weights",
-    "cache": "KV cache tensors (planned blocks + 2 padding blocks)",
-    "batch_tensors": "batch tensors: attention mask, indices (at start-up)",
-    "activations": "working space of the largest batch (its peak)",
-    "allocator": "allocator's cached, unused blocks (peak reserved - allocated)",
-    "libraries": "libraries loaded while serving (outside PyTorch)",
-    "free": "left free (the 1 - F share, rounding, unused reserve)",
+    "cache": "KV cache tensors (+ 2 padding blocks)",
+    "batch_tensors": "batch tensors: mask, indices",
+    "activations": "working space of the largest batch",
+    "allocator": "allocator's cached, unused blocks",
+    "libraries": "libraries loaded while serving",
+    "free": "left free (1 - F, rounding, reserve)",
 }
 
 
@@ -107,7 +108,7 @@ def compare(facts: dict[str, Any], paper: dict[str, Any], fraction: float) -> fl
     """Print the engine's numbers beside planner.py's; stop if the blocks differ by over 1 %."""
     print("\nthe planner's own log (ContinuousBatchingLogger):")
     for line in facts["planner_lines"]:
-        print(f"  {line}")
+        print(line)
     available, block = facts["available"], facts["block_size"]
     if facts["available_logged_mib"] is not None:
         check(
@@ -115,7 +116,7 @@ def compare(facts: dict[str, Any], paper: dict[str, Any], fraction: float) -> fl
             "the planner saw a different free memory than this script read",
         )
     diff = (facts["num_blocks"] - paper["num_blocks"]) / paper["num_blocks"]
-    print(f"\non paper: planner.py fed this GPU's free memory ({facts['free_before']:,} B)")
+    say(f"\non paper: planner.py fed this GPU's free memory ({facts['free_before']:,} B)")
     print(f"  x {fraction:.2f}{'':<36} {'paper':>15} {'engine':>15}")
     for label, key_paper, key_engine in (
         ("memory available to the planner (B)", "available", "available"),
@@ -149,21 +150,19 @@ def explain_card(
     eng, fraction, free = facts["engine"], nominal["fraction"], facts["free_before"]
     per_block = block_cost(cfg, eng, paper)
     usable = memory.total - memory.context
-    print(
+    say(
         f"\non paper from the card's figures ({card['name']}, {human(card['usable_bytes'])}"
         f" usable): {n_blocks:,} blocks; the engine made {facts['num_blocks'] - n_blocks:+,}"
     )
+    print(f"  {'':<34} {'paper (B)':>17} {'here (B)':>17} {'blocks':>8}")
     for label, p_val, m_val, sign in (
-        ("memory usable before the model", card["usable_bytes"], usable, 1),
+        ("usable before the model", card["usable_bytes"], usable, 1),
         ("weights", nominal["weights"], held, -1),
-        ("other memory taken before the engine started", 0, usable - held - free, -1),
+        ("other memory taken before start", 0, usable - held - free, -1),
         ("= free when the engine started", nominal["free"], free, 1),
     ):
         effect = sign * (m_val - p_val)  # bytes more (+) or fewer (-) free for the engine
-        print(
-            f"  {label:<46} paper {p_val:>17,} B, here {m_val:>17,} B:"
-            f" {effect * fraction / per_block:+,.1f} blocks"
-        )
+        print(f"  {label:<34} {p_val:>17,} {m_val:>17,} {effect * fraction / per_block:>+8,.1f}")
 
 
 def show_whole_gpu(
@@ -171,13 +170,13 @@ def show_whole_gpu(
 ) -> None:
     """The whole GPU, segment by segment, paper against measured."""
     print(f"\nthe whole GPU, {memory.total:,} B ({human(memory.total)}):")
-    print(f"  {'':<62} {'paper':>17} {'measured':>17}")
+    print(f"  {'':<38} {'paper (B)':>17} {'measured (B)':>17}")
     for seg in SEGMENTS:
-        print(f"  {LABELS[seg]:<62} {on_paper[seg]:>17,} {measured[seg]:>17,}")
+        print(f"  {LABELS[seg]:<38} {on_paper[seg]:>17,} {measured[seg]:>17,}")
     if memory.pretend:
         print("  (on the pretend GPU only the weights and the cache tensors are real figures)")
     reserve = paper["lines"]["activations"]
-    print(
+    say(
         f"  the planner kept {human(reserve)} for the activations of a"
         f" {paper['max_batch_tokens']:,}-token batch;"
         f" the batch used {human(measured['activations'])}"
@@ -203,8 +202,8 @@ def main() -> None:
     if not args.weights:
         count = sum(p.nbytes for p in model.parameters())
         check(count == weights, "the weights differ from config.json's count")
-    print(f"{args.model}: {how}; weights {weights:,} B ({human(weights)}), {held:,} B allocated")
-    print(
+    say(f"{args.model}: {how}; weights {weights:,} B ({human(weights)}), {held:,} B allocated")
+    say(
         f"engine: transformers {RELEASE} continuous batching, paged KV cache, attention {ATTENTION},"
         f" block size {block}, max_memory_percent {args.fraction:.2f}"
     )
@@ -248,7 +247,7 @@ def main() -> None:
     on_paper = segments(memory.total, free, weights, paper)
     show_whole_gpu(memory, on_paper, measured, paper)
     whole = int(memory.total * args.fraction) - (memory.total - free)
-    print(
+    say(
         f"  the fraction applies to the free memory: {human(facts['available'])} for the engine;"
         f" applied to the whole card (vLLM's way) it would be {human(whole)}"
     )

@@ -29,6 +29,8 @@ attention mask that SDPA attention needs, M rows by (N + M) columns.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from dataclasses import dataclass
 from math import ceil, floor, lcm, sqrt
 from typing import Any
@@ -84,6 +86,16 @@ class Engine:
     logits_to_keep: bool = True
     max_requests_per_batch: int = MAX_REQUESTS_PER_BATCH  # 5.24: generate_batch sets it to N
     max_batch_tokens: int | None = None  # the setting: None lets the planner choose (5.24: 8,192)
+
+
+def say(text: str, width: int = 98) -> None:
+    """Print a sentence wrapped to `width` columns, its lines after the first indented by two
+    spaces more than the first (the lab's output fits a 100-column terminal)."""
+    body = text.lstrip("\n")
+    first = body[: len(body) - len(body.lstrip())]
+    glued = re.sub(r"(\d) (B|KiB|MiB|GiB|tokens|x)\b", "\\1\xa0\\2", body.strip())  # 6.6 MiB
+    lines = textwrap.fill(glued, width, initial_indent=first, subsequent_indent=first + "  ")
+    print(text[: len(text) - len(body)] + lines.replace("\xa0", " "))
 
 
 def fraction_key(fraction: float) -> str:

@@ -31,7 +31,15 @@ from labkit.results import write_results
 from labkit.timing import Stopwatch
 from labkit.units import human
 from paged import SIZED, scaled_contexts
-from planner import SECTOR_ALIGN, Engine, cache_bytes_per_token, conversations, fraction_key, plan
+from planner import (
+    SECTOR_ALIGN,
+    Engine,
+    cache_bytes_per_token,
+    conversations,
+    fraction_key,
+    plan,
+    say,
+)
 from serving import (
     SECTORS,
     Memory,
@@ -186,10 +194,11 @@ def one_model(
         "bytes_per_token": cache_bytes_per_token(cfg),
     }
     lengths = "".join(f"{c:>8,}" for c in contexts.values())
-    print(f"\n{folder}: {how}; weights {human(entry['weights'])}; {block}-token blocks")
+    say(f"\n{folder}: {how}; weights {human(entry['weights'])}; {block}-token blocks")
+    print(f"  {'':>42}   conversations of this many tokens")
     print(
-        f"  {'fraction':>8} {'available (B)':>17} {'blocks':>7} {'paper':>7} {'tokens':>10}"
-        f"   conversations of{lengths} tokens"
+        f"  {'fraction':>8} {'available (B)':>17} {'blocks':>7} {'paper':>7}   {'tokens':>10}"
+        f"{lengths}"
     )
     for fraction in fractions:
         got, eng = measure(model, cfg, memory, fraction, block, contexts)
@@ -197,11 +206,11 @@ def one_model(
         convs = "".join(f"{got['conversations'][k]:>8,}" for k in contexts)
         print(
             f"  {fraction:>8.2f} {got['available']:>17,} {got['num_blocks']:>7,}"
-            f" {got['paper_num_blocks']:>7,} {got['cache_tokens']:>10,}   {'':>16}{convs}"
+            f" {got['paper_num_blocks']:>7,}   {got['cache_tokens']:>10,}{convs}"
         )
     if folder == "Qwen3-8B":
         f90 = entry[fraction_key(0.9)]
-        print(
+        say(
             f"  the context length does not enter the planner: the same {f90['cache_tokens']:,}"
             f" tokens hold {f90['conversations']['8k']:,} conversations of {contexts['8k']:,}"
             f" tokens or {f90['conversations']['32k']:,} of {contexts['32k']:,}"
@@ -209,16 +218,16 @@ def one_model(
         fp8 = entry["fp8"] = eight_bit(model, cfg, memory, eng, 0.9, contexts)
         entry["fp8_ratio"] = fp8["cache_tokens"] / f90["cache_tokens"]
         has = "a" if fp8["engine_has_cache_dtype_setting"] else "no"
-        print(
+        say(
             f"\n  the cache in float8_e4m3fn at 0.90: the engine has {has} setting for it, so its"
             " planner class sized it and this script reserved the tensors:"
         )
-        print(
+        say(
             f"    {fp8['num_blocks']:,} blocks, {fp8['cache_tokens']:,} tokens"
             f" ({entry['fp8_ratio']:.2f} x bf16's {f90['cache_tokens']:,}),"
             f" tensors {fp8['tensor_bytes']:,} B ({human(fp8['tensor_bytes'])})"
         )
-        print(
+        say(
             f"    conversations of {contexts['full']:,} tokens: {fp8['conversations']['full']:,}"
             f" (bf16: {f90['conversations']['full']:,}); the cost: keys written in 8 bits"
             f" come back with a relative error of {fp8['relative_error']:.2%}"
@@ -240,7 +249,7 @@ def main() -> None:
     small = one_model("Qwen3-0.6B", (0.9,), args, memory, block, contexts)
     ratio = small["f90"]["cache_tokens"] / big["f90"]["cache_tokens"]
     per = small["bytes_per_token"] / big["bytes_per_token"]
-    print(
+    say(
         f"\nat 0.90 Qwen3-0.6B gets {small['f90']['cache_tokens']:,} cache tokens, {ratio:.2f} x"
         f" Qwen3-8B's: its weights leave more memory free, and its tokens take {per:.2f} x"
         " the bytes"
