@@ -122,6 +122,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add_device_args(parser, weights=True)
     parser.add_argument("--model", default="Qwen3-8B", choices=list(MODELS.values()))
+    parser.add_argument(
+        "--repeats", type=int, help=f"engine runs per N ({REPEATS}; 2 with --tiny; at least 2)"
+    )
     args = parser.parse_args()
     clock, device = Stopwatch(), pick_device(args.device, args.tiny, cpu_needs_tiny=True)
     shape = (32, 40, 4) if args.tiny else (256, 300, 64)  # block size, prompt, new tokens
@@ -136,7 +139,8 @@ def main() -> None:
     warm = make_prompts(2, prompt, cfg["vocab_size"], seed=99)
     serve(model, warm, 4, memory, max_memory_percent=0.9, block_size=block)  # loads the kernels
 
-    repeats = 2 if args.tiny else REPEATS
+    repeats = args.repeats or (2 if args.tiny else REPEATS)
+    check(repeats >= 2, "--repeats: at least 2 runs of each N, to show how far they spread")
     say(f"{HOST_BOUND}; {repeats} runs of each N")
     print("\nthe cache of a 0.9 fraction:")
     full = run_budget(model, cfg, memory, COUNTS, shape, {"max_memory_percent": 0.9}, repeats)

@@ -233,6 +233,17 @@ def test_paper_reproduces_the_published_vllm_log(lab: Path, runs: dict[str, Any]
     assert "= 11.12x" in out.stdout
     assert 'the log says: "Maximum concurrency for 8192 tokens per request: 11.12x"' in out.stdout
     assert results(lab, "paper")["crosscheck"]["concurrency"] == 11.12
+    # vLLM's budget both ways: its working space estimated from the model, and the log's
+    tokens, rows = llama["max_position_embeddings"], 256  # the profile batch, the sampled rows
+    inter = llama["intermediate_size"]
+    space = 2 * tokens * hidden * 2 + tokens * 3 * inter * 2 + rows * vocab * 4
+    predicted = results(lab, "paper")["crosscheck"]["predicted"]
+    assert predicted["activation_peak"] == space
+    assert predicted["cache"] == requested - weights - space  # nothing else estimated inside
+    assert predicted["concurrency"] == pytest.approx(predicted["cache"] / GIB)
+    assert predicted["concurrency_with_logged"] == pytest.approx(11.12, rel=0.01)
+    assert predicted["cache_with_logged"] == cache
+    assert f"concurrency {predicted['concurrency']:.2f}x (the log: 11.12x)" in out.stdout
 
 
 def test_paper_stops_when_the_log_does_not_add_up(tmp_path: Path) -> None:
