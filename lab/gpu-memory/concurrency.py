@@ -132,7 +132,7 @@ def main() -> None:
     memory = Memory(device)
     print(describe(device, "torch", "transformers"))
     model, cfg, how = build_model(args.model, device, args.tiny, memory, args.weights)
-    print(f"{args.model}: {how}; {prompt}-token prompts, {new} new tokens each")
+    say(f"{args.model}: {how}; {prompt}-token prompts, {new} new tokens each")
     # a request takes its blocks when it starts (prompt + 1 token) and needs no more to finish
     per_request = ceil((prompt + new) / block)
     check((prompt + 1) // block + 1 == per_request, "a request would need a block while decoding")
