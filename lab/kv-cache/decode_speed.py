@@ -6,9 +6,11 @@ earlier token. Reading bytes is the bottleneck, so the bytes-bound speed is
     tokens per second = copy bandwidth / (weight bytes + tokens cached x KV bytes per token)
 
 We measure the copy bandwidth, then the decode speed at several depths, for both models.
-Plain eager decoding is limited by Python and kernel launches, not by bytes, so the numbers
-come from the compact decoder in decoder.py (same weights, CUDA graphs); transformers'
-eager speed is printed once per model for comparison.
+Plain eager decoding is limited by Python and kernel launches (the host), not by bytes, so the
+numbers come from the lab kit's compact decoder (labkit/decoder.py: the same weights, one CUDA
+graph per step), timed on the GPU's own clock: CUDA events around 50 replays, 10 times, after a
+warm-up; each speed is written with its spread (median, quartiles, extremes). transformers'
+eager speed is printed once per model for comparison, timed as a user waits.
 
 Every model is built, measured and freed in turn, so the step needs the memory of one model
 (weights and a 32,769-position cache: under 20 GiB for Qwen3-8B), not of both.
@@ -27,50 +29,39 @@ import weakref
 from typing import Any
 
 import torch
+from labkit import device as devices
+from labkit import memory as gpu_memory
+from labkit import timing
+from labkit.checks import check
+from labkit.configs import kv_bytes_per_token, weight_bytes
+from labkit.decoder import Decoder
+from labkit.results import key_of, write_results
+from labkit.timing import Spread
+from labkit.units import byte_rate, human
 from transformers import DynamicCache
 
-from decoder import Decoder
-from kvlab import (
-    MODELS,
-    GpuMemory,
-    add_device_args,
-    build_model,
-    check,
-    describe,
-    human,
-    kv_bytes_per_token,
-    median_seconds,
-    model_key,
-    model_name,
-    pick_device,
-    release,
-    weight_bytes_on_paper,
-    write_results,
-)
+from kvlab import MODELS, build_model, model_name
 
 DEPTHS, TINY_DEPTHS = [0, 2_048, 8_192, 16_384, 32_768], [0, 64, 256, 512, 1_024]
 TARGET = 0.75  # Qwen3-8B at depth 0: at least this fraction of the bytes-bound speed
+# Per depth, `REPEATS` samples of `STEPS` graph replays back to back, timed by CUDA events
+STEPS, REPEATS = 50, 10
 
 
-def copy_bandwidth(device: torch.device, nbytes: int) -> float:
-    """Bytes read plus bytes written per second by a large device-to-device copy."""
-    src = torch.randn(nbytes // 2, dtype=torch.bfloat16, device=device)
-    dst = torch.empty_like(src)
-    seconds = (
-        median_seconds(lambda _: [dst.copy_(src) for _ in range(10)], device, 10, warmup=2) / 10
-    )
-    return 2 * nbytes / seconds
-
-
-def engine_eager(model: Any, device: torch.device, repeats: int) -> float:
-    """transformers as it comes: one forward call per token, no graph. Tokens per second."""
+def engine_eager(model: Any, device: torch.device, repeats: int) -> Spread:
+    """transformers as it comes: one forward call per token, no graph. Tokens per second, as a
+    user waits (host clock): at one token per call Python and the launch of every small kernel
+    set the pace, not the GPU's memory."""
     cache = DynamicCache()
     ids = torch.tensor([[1]], device=device)
     with torch.no_grad():
-        model(input_ids=ids, past_key_values=cache, use_cache=True)
-        return 1 / median_seconds(
-            lambda _: model(input_ids=ids, past_key_values=cache, use_cache=True), device, repeats
+        seconds = timing.time_wall(
+            lambda: model(input_ids=ids, past_key_values=cache, use_cache=True),
+            device,
+            repeats,
+            warmup=2,
         )
+    return timing.derive(seconds, lambda s: 1 / s)
 
 
 @torch.no_grad()
@@ -132,34 +123,38 @@ def measure(
     bf16, prefix = engine_bf16(model, ids)
     if cuda:
         torch.cuda.empty_cache()  # the float32 copies' blocks go back before the decoder's own
-    dec = Decoder(model, depths[-1] + 1, compiled)
+    dec = Decoder.from_transformers(model, depths[-1] + 1, fuse=compiled, autotune=True)
+    dec.fill_random()  # random keys and values: no timing runs on zeros
     for i, kv in enumerate(prefix):  # start our decoder from transformers' cache
         dec.cache[i, :, :, :16] = kv
     dec.token.fill_(int(ids[0, 16]))
     ours = dec.step(16)[0].float()
     diff, engine_diff = relative(ours, exact), relative(bf16, exact)
     del prefix, ours, bf16, exact
-    eager = engine_eager(model, device, 5 if cuda else 1)
+    eager = engine_eager(model, device, 20 if cuda else 3)
     print(f"\n{name}: {weights}")
+    read = dec.weight_bytes_read()
+    print(f"  weights read per token {read:,} B ({human(read)}), KV per token {per_token:,} B")
     print(
-        f"  weights read per token {dec.weight_bytes():,} B ({human(dec.weight_bytes())}),"
-        f" KV per token {per_token:,} B"
+        f"  transformers, eager, one call per token, depth 0: {eager.median:8.1f} tok/s"
+        f" [{eager.min:.1f} to {eager.max:.1f}]\n    (host-bound: Python and the launch of every"
+        " small kernel set this pace, not the GPU's memory)"
     )
-    print(f"  transformers, eager, one call per token, depth 0: {eager:8.1f} tok/s")
     print(f"  our decoder ({how};")
-    print(f"  K slices per matrix-vector product, fastest measured: {dec.splits}):")
+    print(f"  K slices per product, fastest measured: {dec.splits}):")
     print(
-        "  check: next-token logits after 16 tokens against transformers' layers run in float32"
-        " (one layer at a time):"
+        "  check: next-token logits after 16 tokens, against transformers' layers in float32"
+        " (one at a time):"
     )
     print(f"    ours off by {diff:.4f}, transformers' own bf16 run by {engine_diff:.4f}")
     check(engine_diff < 0.25, f"the float32 reference is {engine_diff:.4f} off transformers' bf16")
     check(diff < 2 * engine_diff + 0.01, f"the compact decoder is off by {diff:.4f}")
     print(
-        f"  {'depth':>8}  {'measured':>12}  {'bytes-bound':>12}  {'fraction':>8}  {'ms/token':>8}"
+        f"  {'depth':>8}  {'measured':>12}  {'[min to max]':>16}  {'bytes-bound':>12}"
+        f"  {'fraction':>8}  {'ms/token':>8}"
     )
     row: dict[str, Any] = {
-        "weight_bytes": dec.weight_bytes(),
+        "weight_bytes": read,
         "kv_bytes_per_token": per_token,
         "eager_tok_s": eager,
         "logits_rel_diff": diff,
@@ -169,40 +164,50 @@ def measure(
     }
     for depth in depths:
         run = dec.graph(depth)
-        steps, repeats = (50, 5) if cuda else (1, 1)
-        seconds = median_seconds(lambda _, r=run, n=steps: [r() for _ in range(n)], device, repeats)
-        seconds /= steps
-        bound = bw / (dec.weight_bytes() + depth * per_token)
-        tok_s = 1 / seconds
+        # on the GPU: CUDA events around STEPS replays of the step's graph, REPEATS times
+        seconds = timing.time_gpu(
+            run,
+            device,
+            repeats=REPEATS if cuda else 3,
+            warmup=2 if cuda else 1,
+            calls=STEPS if cuda else 1,
+        )
+        bytes_read = read + depth * per_token
+        bound = timing.derive(bw, lambda b, n=bytes_read: b / n)
+        tok_s = timing.derive(seconds, lambda s: 1 / s)
+        fraction = timing.ratio(tok_s, bound)
         print(
-            f"  {depth:>8,}  {tok_s:>8.1f} tok/s  {bound:>6.1f} tok/s  {tok_s / bound:>7.1%}"
-            f"  {seconds * 1e3:>8.3f}"
+            f"  {depth:>8,}  {tok_s.median:>8.1f} tok/s  [{tok_s.min:>6.1f} to {tok_s.max:>6.1f}]"
+            f"  {float(bound):>6.1f} tok/s  {fraction.median:>7.1%}  {seconds.median * 1e3:>8.3f}"
         )
         # (On the CPU a tiny model's speed is set by Python, not bytes, and both timings swing
         # with whatever else runs: only the GPU's is held to the bound.)
         check(
-            0 < tok_s and (not cuda or tok_s < 1.05 * bound),
-            f"{tok_s:.1f} tok/s is faster than the bytes allow ({bound:.1f})",
+            0 < tok_s.min and (not cuda or tok_s.median < 1.05 * float(bound)),
+            f"{tok_s.median:.1f} tok/s is faster than the bytes allow ({float(bound):.1f})",
         )
         row["depths"][str(depth)] = {
             "tok_s": tok_s,
             "bound_tok_s": bound,
-            "fraction": tok_s / bound,
-            "percent": 100 * tok_s / bound,
+            "bytes_per_token": bytes_read,
+            "fraction": fraction,
+            "percent": timing.derive(fraction, lambda f: 100 * f),
             "seconds_per_token": seconds,
         }
     d0, dn = row["depths"][str(depths[0])], row["depths"][str(depths[3])]
-    row["slowdown"] = d0["tok_s"] / dn["tok_s"]
-    row["slowdown_predicted"] = d0["bound_tok_s"] / dn["bound_tok_s"]
+    row["slowdown"] = timing.ratio(d0["tok_s"], dn["tok_s"])
+    # the bandwidth cancels: the ratio of the bytes read per token, exact
+    row["slowdown_predicted"] = dn["bytes_per_token"] / d0["bytes_per_token"]
     print(
-        f"  from depth 0 to {depths[3]:,}: {row['slowdown']:.3f}x slower measured,"
-        f" {row['slowdown_predicted']:.3f}x predicted by the bytes"
-        f" ({row['slowdown'] / row['slowdown_predicted']:.1%} of it)"
+        f"  from depth 0 to {depths[3]:,}: {row['slowdown'].median:.3f}x slower measured"
+        f" [{row['slowdown'].min:.3f} to {row['slowdown'].max:.3f}],"
+        f"\n  {row['slowdown_predicted']:.3f}x predicted by the bytes"
+        f" ({row['slowdown'].median / row['slowdown_predicted']:.1%} of it)"
     )
     print(
         f"  ({time.perf_counter() - start:.0f} s for this model, compiling and recording included)"
     )
-    on_paper = weight_bytes_on_paper(cfg), dec.cache.nbytes
+    on_paper = weight_bytes(cfg), dec.cache_nbytes()
     what = (
         f"weights of {name} {human(on_paper[0])} + our decoder's cache of {depths[-1] + 1:,}"
         f" positions {human(on_paper[1])} (compiling and CUDA graphs add a little)"
@@ -211,8 +216,7 @@ def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_device_args(parser)
+    parser = devices.arguments(__doc__, weights=True)
     parser.add_argument("--models", nargs="*", choices=list(MODELS), help="default: both")
     parser.add_argument(
         "--bandwidth", type=float, help="use this copy bandwidth (B/s) instead of measuring"
@@ -220,53 +224,62 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="graphs of unfused operations")
     args = parser.parse_args()
     check(not (args.weights and args.models), "give --weights or --models, not both")
-    device = pick_device(args.device)
-    print(describe(device))
-    memory = GpuMemory(device)
+    device = devices.pick(args)
+    print(devices.describe(device, "torch", "transformers"))
+    memory = gpu_memory.PeakMemory(device)
     depths, cuda = (TINY_DEPTHS if args.tiny else DEPTHS), device.type == "cuda"
     copy_bytes = 2**22 if args.tiny else 2**32
-    bw = args.bandwidth or copy_bandwidth(device, copy_bytes)
-    print(f"copy bandwidth: {bw / 1e12:.2f} TB/s (device-to-device copy, bytes read + written)")
-    check(0 < bw < 6e12, f"a copy bandwidth of {bw / 1e12:.2f} TB/s is beyond any memory of today")
-    if cuda:
-        torch.cuda.empty_cache()  # the copy's two buffers go back to the GPU
-    memory.phase()
+    bw: Spread | float = args.bandwidth or timing.copy_bandwidth(device, copy_bytes)
+    if isinstance(bw, Spread):
+        print(
+            f"copy bandwidth: {byte_rate(bw.median)} [{byte_rate(bw.min)} to {byte_rate(bw.max)},"
+            f" {bw.n} repeats]\n  (a device-to-device copy, bytes read + written)"
+        )
+    else:
+        print(f"copy bandwidth: {byte_rate(bw)} (given)")
+    check(
+        0 < float(bw) < 6e12,
+        f"a copy bandwidth of {float(bw) / 1e12:.2f} TB/s is beyond any memory of today",
+    )
+    memory.part()
     compiled = cuda and not args.no_compile
     how = "one CUDA graph per depth" if cuda else "eager on the CPU"
     how += ", small operations fused and products autotuned by torch.compile" if compiled else ""
     results: dict[str, Any] = {
         "device": device.type,
+        "tiny": args.tiny,  # the shrunk models of --device cpu --tiny: not the page's sizes
         "copy_bandwidth": bw,
         "decoder": how,
-        "copy_bandwidth_gb_s": bw / 1e9,
+        "copy_bandwidth_gb_s": timing.derive(bw, lambda b: b / 1e9),
     }
     setup = {"depths": depths, "compiled": compiled, "how": how, "bw": bw}
     # The copy's source and destination, unless a bandwidth was given.
     peaks = [(0 if args.bandwidth else 2 * copy_bytes, "the copy test's two buffers")]
     if args.weights:  # one model, named by its weights
-        todo = {model_key(args.weights): ("", model_name("", args.weights))}
+        todo = {key_of(args.weights): ("", model_name("", args.weights))}
     else:
         todo = {key: (MODELS[key], MODELS[key]) for key in args.models or MODELS}
     for key, (folder, name) in todo.items():
+        before = gpu_memory.allocated(device)
         results[key], paper, what, gone = measure(folder, name, args, device, setup)
-        allocated, reserved = memory.phase()
-        results[key]["peak_gpu_memory"] = {
-            "allocated": allocated,
-            "reserved": reserved,
-            "paper": paper,
-        }
+        part = memory.part()
+        results[key]["peak_gpu_memory"] = {**part, "paper": paper}
         if cuda:
             print(
-                f"  peak while measuring {name}: {allocated:,} B allocated ({human(allocated)}),"
-                f" {reserved:,} B reserved; on paper {paper:,} B ({human(paper)})"
+                f"  peak while measuring {name}: {part['allocated']:,} B allocated"
+                f" ({human(part['allocated'])}), {part['reserved']:,} B reserved;"
+                f" on paper {paper:,} B ({human(paper)})"
             )
         peaks.append((paper, what))
         if compiled:
             torch._dynamo.reset()  # compiled code for this model's shapes: not needed again
-        results[key]["left_after_free_bytes"] = release(device, name, *gone)  # one at a time
+        # one model at a time: this one must be gone before the next is built
+        results[key]["left_after_free_bytes"] = gpu_memory.check_freed(
+            device, before, name, gone, strict=False
+        )
 
     if "qwen3-8b" in results:  # the lab's own aim, kept in the JSON for its author, not printed
-        got = results["qwen3-8b"]["depths"]["0"]["fraction"]
+        got = results["qwen3-8b"]["depths"]["0"]["fraction"].median
         results["target"] = {"fraction_of_bound": TARGET, "reached": got >= TARGET}
     results["peak_gpu_memory"] = memory.report(*max(peaks))
     print(f"wrote {write_results('decode', results)}")

@@ -19,25 +19,15 @@ import weakref
 from typing import Any
 
 import torch
+from labkit import device as devices
+from labkit import memory as gpu_memory
+from labkit.checks import check
+from labkit.configs import kv_bytes_per_token, weight_bytes
+from labkit.results import key_of, write_results
+from labkit.units import BF16_BYTES, human
 from transformers import StaticCache
 
-from kvlab import (
-    BF16_BYTES,
-    MODELS,
-    GpuMemory,
-    add_device_args,
-    build_model,
-    check,
-    describe,
-    human,
-    kv_bytes_per_token,
-    model_key,
-    model_name,
-    pick_device,
-    release,
-    weight_bytes_on_paper,
-    write_results,
-)
+from kvlab import MODELS, build_model, model_name
 
 TOKEN_COUNTS = [4_096, 32_768]
 TINY_TOKEN_COUNTS = [256, 2_048]
@@ -134,7 +124,7 @@ def check_model(
             " segments, larger ones rounded up to 2 MiB"
         )
     # The largest moment: the weights, the largest cache, and attention's repeated keys and values.
-    on_paper = weight_bytes_on_paper(cfg), counts[-1] * per_token, repeat_bytes(cfg, counts[-1])
+    on_paper = weight_bytes(cfg), counts[-1] * per_token, repeat_bytes(cfg, counts[-1])
     what = (
         f"weights of {name} {human(on_paper[0])} + its {counts[-1]:,}-token cache"
         f" {human(on_paper[1])} + one layer's keys and values repeated for each query head"
@@ -144,32 +134,29 @@ def check_model(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_device_args(parser)
+    parser = devices.arguments(__doc__, weights=True)
     parser.add_argument("--models", nargs="*", choices=list(MODELS), help="default: both")
     args = parser.parse_args()
     check(not (args.weights and args.models), "give --weights or --models, not both")
-    device = pick_device(args.device)
-    print(describe(device))
-    memory = GpuMemory(device)
+    device = devices.pick(args)
+    print(devices.describe(device, "torch", "transformers"))
+    memory = gpu_memory.PeakMemory(device)
     counts = TINY_TOKEN_COUNTS if args.tiny else TOKEN_COUNTS
-    results: dict[str, Any] = {"device": device.type}
+    results: dict[str, Any] = {"device": device.type, "tiny": args.tiny}
     if args.weights:  # one model, named by its weights
-        todo = {model_key(args.weights): ("", model_name("", args.weights))}
+        todo = {key_of(args.weights): ("", model_name("", args.weights))}
     else:
         todo = {key: (MODELS[key], MODELS[key]) for key in args.models or MODELS}
     peaks = []
     for key, (folder, name) in todo.items():
+        before = gpu_memory.allocated(device)
         results[key], paper, what, gone = check_model(folder, name, args, device, counts)
-        allocated, reserved = memory.phase()
-        results[key]["peak_gpu_memory"] = {
-            "allocated": allocated,
-            "reserved": reserved,
-            "paper": paper,
-        }
+        results[key]["peak_gpu_memory"] = {**memory.part(), "paper": paper}
         peaks.append((paper, what))
         # Free this model before the next is built: only one set of weights at a time.
-        results[key]["left_after_free_bytes"] = release(device, name, gone)
+        results[key]["left_after_free_bytes"] = gpu_memory.check_freed(
+            device, before, name, [gone], strict=False
+        )
     results["peak_gpu_memory"] = memory.report(*max(peaks))
     print(f"\nwrote {write_results('gpu_check', results)}")
 

@@ -19,7 +19,6 @@ it is left out.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -27,22 +26,47 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kvlab import check, human, write_results
-from llama_common import GpuMemory, gguf_summary, kv_bytes_per_token, llama_dir, tool, version
+from labkit import device as devices
+from labkit import timing
+from labkit.checks import check
+from labkit.results import write_results
+from labkit.timing import Spread
+from labkit.units import human
+
+from llama_common import (
+    GpuMemory,
+    build_of,
+    gguf_summary,
+    kv_bytes_per_token,
+    llama_dir,
+    tool,
+    version,
+)
 
 BENCH = "qwen3-0_6b:q8_0,qwen3-8b:q4_k_m,qwen3-8b:bf16"
 DEPTHS, CPU_DEPTHS = "0,2048,8192,16384", "0,128,512"
 
 
-def bandwidth(given: float | None, decode_json: Path) -> tuple[float | None, str]:
-    """Copy bandwidth in bytes per second: --bandwidth (GB/s), else step 4's measurement."""
+def bandwidth(given: float | None, decode_json: Path) -> tuple[Spread | float | None, str]:
+    """Copy bandwidth in bytes per second: --bandwidth (GB/s), else step 4's measurement (with
+    its spread; an older results file holds a plain number)."""
     if given:
         return given * 1e9, "--bandwidth"
     if decode_json.exists():
-        data = json.loads(decode_json.read_text())
-        if data.get("copy_bandwidth_gb_s"):
-            return float(data["copy_bandwidth_gb_s"]) * 1e9, str(decode_json)
+        got = json.loads(decode_json.read_text()).get("copy_bandwidth_gb_s")
+        if isinstance(got, dict):
+            spread = Spread(**{k: got[k] for k in ("median", "min", "q1", "q3", "max", "n")})
+            return timing.derive(spread, lambda g: g * 1e9), str(decode_json)
+        if got:
+            return float(got) * 1e9, str(decode_json)
     return None, "none (pass --bandwidth GB/s or run decode_speed.py first)"
+
+
+def speed(row: dict[str, Any]) -> Spread:
+    """Tokens per second of one test with its spread: llama-bench's own repetitions (samples_ts,
+    one per repetition of -r); a JSON without them gives its average alone."""
+    samples = [float(x) for x in row.get("samples_ts") or []]
+    return Spread.of(samples or [float(row["avg_ts"])])
 
 
 def parse_bench(text: str) -> list[dict[str, Any]]:
@@ -55,7 +79,7 @@ def parse_bench(text: str) -> list[dict[str, Any]]:
 
 
 def score(
-    rows: list[dict[str, Any]], summary: dict[str, Any], bw: float | None, gpu: bool
+    rows: list[dict[str, Any]], summary: dict[str, Any], bw: Spread | float | None, gpu: bool
 ) -> dict[str, Any]:
     """Tokens per second per depth against the bytes bound; checked where the bound is physical."""
     per_token = kv_bytes_per_token(summary, "f16")
@@ -67,31 +91,36 @@ def score(
             "expected decode-only tests (-p 0 -n N)",
         )
         depth, n_gen = int(row.get("n_depth", 0)), int(row["n_gen"])
-        tok_s = float(row["avg_ts"])
-        check(tok_s > 0, f"llama-bench gave {tok_s} tok/s at depth {depth}")
+        tok_s = speed(row)
+        check(tok_s.min > 0, f"llama-bench gave {tok_s.min} tok/s at depth {depth}")
         # the timed tokens sit at depths depth .. depth + n_gen - 1: bound at their mean
         read = weights + (depth + (n_gen - 1) / 2) * per_token
         entry: dict[str, Any] = {
             "tok_s": tok_s,
+            "avg_tok_s": float(row["avg_ts"]),  # llama-bench's own mean and standard deviation
             "stddev_tok_s": float(row.get("stddev_ts", 0.0)),
+            "repetitions": tok_s.n,
             "n_gen": n_gen,
             "bytes_per_token": read,
-            "seconds_per_token": 1 / tok_s,
+            "seconds_per_token": timing.derive(tok_s, lambda t: 1 / t),
         }
         if bw:
-            bound = bw / read
-            entry.update(bound_tok_s=bound, fraction=tok_s / bound, percent=100 * tok_s / bound)
+            bound = timing.derive(bw, lambda b, n=read: b / n)
+            fraction = timing.ratio(tok_s, bound)
+            percent = timing.derive(fraction, lambda f: 100 * f)
+            entry.update(bound_tok_s=bound, fraction=fraction, percent=percent)
             if gpu:  # a small model on a CPU can sit in its caches and beat the memory bound
                 check(
-                    tok_s < 1.05 * bound,
-                    f"{tok_s:.1f} tok/s at depth {depth} beats the bytes bound {bound:.1f}",
+                    tok_s.median < 1.05 * float(bound),
+                    f"{tok_s.median:.1f} tok/s at depth {depth} beats the bytes bound"
+                    f" {float(bound):.1f}",
                 )
         depths[str(depth)] = entry
     keys = sorted(depths, key=int)
     first, last = depths[keys[0]], depths[keys[-1]]
-    out = {"depths": depths, "slowdown": first["tok_s"] / last["tok_s"]}
-    if bw:
-        out["slowdown_predicted"] = first["bound_tok_s"] / last["bound_tok_s"]
+    out = {"depths": depths, "slowdown": timing.ratio(first["tok_s"], last["tok_s"])}
+    if bw:  # the bandwidth cancels: the ratio of the bytes read per token
+        out["slowdown_predicted"] = last["bytes_per_token"] / first["bytes_per_token"]
     model_bytes = int(rows[0].get("model_size", 0))
     if model_bytes:  # llama-bench's own model_size is the tensors' bytes
         check(
@@ -102,11 +131,7 @@ def score(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda", help="cuda (all layers on the GPU) or cpu")
-    parser.add_argument(
-        "--tiny", action="store_true", help="the shrunk models' files, smaller depths"
-    )
+    parser = devices.arguments(__doc__)  # --device: cuda (all layers on the GPU) or cpu
     parser.add_argument(
         "--llama", help="llama.cpp folder made by llama_build.sh (else $LLAMA_CPP_DIR)"
     )
@@ -116,7 +141,9 @@ def main() -> None:
         "--depths", help=f"cached tokens before the timed ones (default {DEPTHS}; cpu {CPU_DEPTHS})"
     )
     parser.add_argument("--tokens", type=int, help="timed tokens per test (default 64; cpu 16)")
-    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument(
+        "--repetitions", type=int, default=5, help="llama-bench's -r: timed runs of each test"
+    )
     parser.add_argument(
         "--bandwidth", type=float, help="copy bandwidth in GB/s (else results/decode.json)"
     )
@@ -125,15 +152,26 @@ def main() -> None:
     depths = args.depths or (DEPTHS if gpu else CPU_DEPTHS)
     n_gen = args.tokens or (64 if gpu else 16)
     bench = tool("llama-bench", llama_dir(args.llama))
-    print(f"llama-bench: {bench}\n{version(bench)}")
+    # the llama.cpp build (its number and commit), as llama-server and llama-bench print it
+    try:
+        server: str | None = tool("llama-server", llama_dir(args.llama))
+    except SystemExit:  # llama-bench alone: it prints the same build
+        server = None
+    built = build_of(version(server or bench)) | {"from": Path(server or bench).name}
+    print(f"llama-bench: {bench}\n{built['from']} --version: {built['version']}")
     bw, source = bandwidth(args.bandwidth, Path("results") / "decode.json")
-    print(f"copy bandwidth: {bw / 1e9:,.0f} GB/s ({source})" if bw else f"copy bandwidth: {source}")
+    print(
+        f"copy bandwidth: {float(bw) / 1e9:,.0f} GB/s ({source})"
+        if bw
+        else f"copy bandwidth: {source}"
+    )
     t_start = time.perf_counter()
     results: dict[str, Any] = {
         "device": args.device,
         "tiny": args.tiny,
         "copy_bandwidth": bw,
         "bandwidth_source": source,
+        "llama_cpp": built,
         "n_gen": n_gen,
         "models": {},
     }
@@ -192,17 +230,27 @@ def main() -> None:
             **got,
         }
         results["models"][name] = row
+        for field in ("build_number", "build_commit"):  # llama-bench's JSON names them too
+            if built[field] is None:
+                built[field] = rows[0].get(field)
         if mem.peak is not None:
             peaks.append(mem.peak)
         print(
             f"\n{name}: {path.name}, weights read per token {human(row['weight_bytes'])} "
             f"({summary['bits_per_weight']:.2f} bits per weight), KV {per_token:,.0f} B per token; {secs:.1f} s"
         )
-        print(f"  {'depth':>8}  {'measured':>12}  {'bytes-bound':>14}  {'fraction':>8}")
+        print(
+            f"  {'depth':>8}  {'median':>12}  {'mean +- std (llama-bench), n':>30}"
+            f"  {'bytes-bound':>14}  {'fraction':>8}"
+        )
         for depth, e in got["depths"].items():
-            bound = f"{e['bound_tok_s']:>8.1f} tok/s" if "bound_tok_s" in e else f"{'-':>14}"
-            frac = f"{e['fraction']:>8.1%}" if "fraction" in e else f"{'-':>8}"
-            print(f"  {int(depth):>8,}  {e['tok_s']:>6.1f} tok/s  {bound:>14}  {frac}")
+            bound = f"{float(e['bound_tok_s']):>8.1f} tok/s" if "bound_tok_s" in e else f"{'-':>14}"
+            frac = f"{e['fraction'].median:>8.1%}" if "fraction" in e else f"{'-':>8}"
+            mean = f"{e['avg_tok_s']:.1f} +- {e['stddev_tok_s']:.1f}, {e['repetitions']}"
+            print(
+                f"  {int(depth):>8,}  {e['tok_s'].median:>6.1f} tok/s  {mean:>30}"
+                f"  {bound:>14}  {frac}"
+            )
         if mem.peak is not None:
             print(f"  peak GPU memory in use (nvidia-smi, whole device): {human(mem.peak)}")
     results["peak_gpu_memory"] = max(peaks) if peaks else None

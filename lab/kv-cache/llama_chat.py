@@ -6,6 +6,8 @@ conversation again with a follow-up, sent to llama-server's OpenAI-compatible
 those after the longest common prefix; its reply's `timings` say how many tokens came from the
 cache (`cache_n`) and how many were computed (`prompt_n`), and how long that took. Turn 2 is
 then sent once more with `cache_prompt: false`, to time the same prompt computed from scratch.
+The three requests are made --repeats times (5; 2 with --tiny), each time as a new chat (its
+system prompt starts with "Run N."), so every prefill time is written with its spread.
 
     llama-server -m gguf/qwen3-0_6b-bf16.gguf -ngl 99 -c 4096 --port 8231 &
     python3 llama_chat.py --port 8231 --model gguf/qwen3-0_6b-bf16.gguf
@@ -27,10 +29,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kvlab import check, write_results
+from labkit import timing
+from labkit.checks import check
+from labkit.results import write_results
+from labkit.timing import Spread
+
 from llama_common import GpuMemory
 from story import FOLLOW_UP, QUESTION, SYSTEM, make_document, reply_text
 
+LABEL_TOKENS = 8  # turn 1 may share the start of the system prompt ("Run N.") with an earlier run
 TIMING_KEYS = (
     "cache_n",
     "prompt_n",
@@ -119,7 +126,7 @@ def summarize(
     turn2_tokens = t2["cache_n"] + t2["prompt_n"]
     reused, computed = t2["cache_n"], t2["prompt_n"]
     check(
-        t1["cache_n"] <= 4,
+        t1["cache_n"] <= LABEL_TOKENS,
         f"turn 1 found {t1['cache_n']} of its tokens already cached: this server holds the chat from an "
         "earlier run; restart llama-server or pass --nonce",
     )
@@ -195,6 +202,9 @@ def main() -> None:
         "already holds this chat from an earlier run cannot reuse it",
     )
     parser.add_argument("--timeout", type=float, default=300, help="seconds per request")
+    parser.add_argument(
+        "--repeats", type=int, help="chats timed, each from a new turn 1 (default 5; --tiny 2)"
+    )
     args = parser.parse_args()
     t_start = time.perf_counter()
     server = Server(args.host, args.port, args.timeout)
@@ -214,11 +224,16 @@ def main() -> None:
         want = min(want, int(0.8 * n_ctx) - 3 * args.max_tokens - 200)
     check(want > 50, f"a context of {n_ctx} tokens per slot leaves no room for the document")
     document, facts = make_document(want, server.count)
-    system = SYSTEM + (f" (Conversation {args.nonce}.)" if args.nonce else "")
-    turn1 = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": f"{document}\n\n{QUESTION}"},
-    ]
+    repeats = args.repeats or (2 if args.tiny else 5)
+
+    def opening(run: int) -> list[dict[str, str]]:
+        """Turn 1 of the run-th chat: its own system prompt, so nothing of an earlier chat past
+        the first few tokens can be reused."""
+        system = f"Run {run}. {SYSTEM}" + (f" (Conversation {args.nonce}.)" if args.nonce else "")
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"{document}\n\n{QUESTION}"},
+        ]
 
     # a first request on another text warms the server up (the first one pays one-time costs)
     # without sharing a prefix with turn 1: no chat template, so no special tokens in common
@@ -226,20 +241,37 @@ def main() -> None:
         "/completion",
         {"prompt": "Warm-up: " + document[-400:], "n_predict": 4, "cache_prompt": False},
     )
+    answers = []
     with GpuMemory() as gpu:
-        r1 = chat(server, turn1, args.max_tokens, cache=True)
-        reply = reply_text(facts) if args.reply == "story" else reply_of(r1)
-        turn2 = turn1 + [
-            {"role": "assistant", "content": reply},
-            {"role": "user", "content": FOLLOW_UP},
-        ]
-        r2 = chat(server, turn2, args.max_tokens, cache=True)
-        r0 = chat(server, turn2, args.max_tokens, cache=False)
+        for run in range(1, repeats + 1):
+            turn1 = opening(run)
+            r1 = chat(server, turn1, args.max_tokens, cache=True)
+            reply = reply_text(facts) if args.reply == "story" else reply_of(r1)
+            turn2 = turn1 + [
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": FOLLOW_UP},
+            ]
+            r2 = chat(server, turn2, args.max_tokens, cache=True)
+            r0 = chat(server, turn2, args.max_tokens, cache=False)
+            answers.append((r1, r2, r0))
+    r1, r2, r0 = answers[0]
     if args.save_responses:
         with open(args.save_responses, "w") as f:
             json.dump({"turn1": r1, "turn2": r2, "turn2_scratch": r0}, f, indent=2, sort_keys=True)
     doc_tokens = server.count(document)
-    got = summarize(r1, r2, r0, gpu=args.device.startswith("cuda"))
+    runs = [summarize(*a, gpu=args.device.startswith("cuda")) for a in answers]
+    got = runs[0]
+    for other in runs[1:]:  # every chat the same tokens: only the times differ
+        for key in ("turn1_tokens", "turn2_tokens", "tokens_reused", "tokens_computed"):
+            check(other[key] == got[key], f"{key}: {other[key]} in one chat, {got[key]} in another")
+    # each prefill time with its spread over the chats; the speed-up pairs their extremes
+    got["prefill_seconds"] = {
+        key: Spread.of([r["prefill_seconds"][key] for r in runs]) for key in got["prefill_seconds"]
+    }
+    got["speedup"] = timing.ratio(
+        got["prefill_seconds"]["turn2_scratch"], got["prefill_seconds"]["turn2_reuse"]
+    )
+    got["repeats"] = repeats
     t1, t2, t0 = (got["timings"][k] for k in ("turn1", "turn2", "turn2_scratch"))
     reused, computed, turn2_tokens = (
         got["tokens_reused"],
@@ -259,11 +291,25 @@ def main() -> None:
     print(
         f"  from scratch: {t0['prompt_n']:>6,} tokens in {t0['prompt_ms']:.1f} ms (cache_prompt false)"
     )
-    print(f"  reusing the cache made turn 2's prefill {got['speedup']:.1f}x faster")
+    seconds = got["prefill_seconds"]
+    print(f"\nover {repeats} chats, median [min to max] of each prefill:")
+    for label, key in (
+        ("turn 1", "turn1"),
+        ("turn 2, reusing the cache", "turn2_reuse"),
+        ("turn 2, from scratch", "turn2_scratch"),
+    ):
+        t = seconds[key]
+        print(f"  {label:<26} {t.median * 1e3:>8.1f} ms  [{t.min * 1e3:.1f} to {t.max * 1e3:.1f}]")
+    speedup = got["speedup"]
+    print(
+        f"  reusing the cache made turn 2's prefill {speedup.median:.1f}x faster"
+        f" [{speedup.min:.1f} to {speedup.max:.1f}]"
+    )
 
     peak = gpu.result()
     results = {
         "device": args.device,
+        "tiny": args.tiny,  # a shorter document: not the page's token counts
         "server": {
             "build_info": props.get("build_info"),
             "model_path": props.get("model_path"),

@@ -83,6 +83,18 @@ def version(binary: str) -> str:
     return lines[0] if lines else "version unknown"
 
 
+def build_of(line: str) -> dict[str, Any]:
+    """The llama.cpp build a `--version` line names, in either form llama.cpp prints:
+    'version: 0.5.0-dev (build 11312, commit 0c1e57098)' or 'version: 11312 (0c1e57098)' ->
+    {"version": the line, "build_number": 11312, "build_commit": "0c1e57098"} (None where the
+    line does not say). A Python package such as llama-cpp-python carries one such build."""
+    got = re.search(r"build (\d+), commit (\w+)", line) or re.search(
+        r"version:\s*(\d+)\s*\((\w+)\)", line
+    )
+    number, commit = (int(got.group(1)), got.group(2)) if got else (None, None)
+    return {"version": line, "build_number": number, "build_commit": commit}
+
+
 # --- GGUF files ----------------------------------------------------------------------------
 
 _SCALARS = {

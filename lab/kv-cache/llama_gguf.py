@@ -28,7 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kvlab import MODELS, check, human, kv_bytes_per_token, load_config, tiny_config, write_results
+from labkit.checks import check
+from labkit.configs import kv_bytes_per_token, tiny_config
+from labkit.results import write_results
+from labkit.units import human
+
+from kvlab import MODELS, config_of
 from llama_common import gguf_summary, llama_dir, source_dir, tool
 
 KEYS = {folder: key for key, folder in MODELS.items()}
@@ -225,7 +230,7 @@ def make_model(args: argparse.Namespace, name: str, llama: Path | None) -> dict[
         "convert_hf_to_gguf.py not found: pass --llama DIR (what llama_build.sh built)",
     )
     assert src is not None
-    cfg = tiny_config(load_config(name), vocab=None) if args.tiny else load_config(name)
+    cfg = tiny_config(config_of(name), vocab=None) if args.tiny else config_of(name)
     # --tiny keeps Qwen's whole vocabulary: the converter recognises the pre-tokenizer by how a
     # fixed text tokenizes, and every token id must have a row in the embedding table
     out = Path(args.out).resolve()

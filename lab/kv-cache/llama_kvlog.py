@@ -20,7 +20,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from kvlab import MODELS, check, human, kv_bytes_per_token, load_config, tiny_config, write_results
+from labkit.checks import check
+from labkit.configs import kv_bytes_per_token, tiny_config
+from labkit.results import write_results
+from labkit.units import human
+
+from kvlab import MODELS, config_of
 from llama_common import CACHE_TYPE_BYTES, MIB, kv_from_log
 
 KEYS = {folder: key for key, folder in MODELS.items()}
@@ -58,7 +63,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="the server ran the shrunk model")
     parser.add_argument("--name", default="llama_kv", help="results/<name>.json")
     args = parser.parse_args()
-    cfg = tiny_config(load_config(args.model), vocab=None) if args.tiny else load_config(args.model)
+    cfg = tiny_config(config_of(args.model), vocab=None) if args.tiny else config_of(args.model)
     per_token = kv_bytes_per_token(cfg)
     print(
         f"{args.model}{' (--tiny)' if args.tiny else ''}: {per_token:,} bytes per token on paper (16-bit)"

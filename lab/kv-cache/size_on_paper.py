@@ -22,28 +22,29 @@ Standard library only:
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from kvlab import (
-    MODELS,
-    check,
-    count_kv_heads,
-    head_size,
-    human,
-    is_latent,
-    kv_bytes_per_token,
-    load_config,
-    mla_uncompressed_bytes_per_token,
-    model_key,
-    number_bytes,
-    text_part,
-    write_results,
-)
+from labkit.checks import check
+from labkit.configs import head_size, is_latent, kv_bytes_per_token, load_config, number_bytes
+from labkit.configs import kv_heads as count_kv_heads
+from labkit.results import key_of as model_key
+from labkit.results import write_results
+from labkit.units import BF16_BYTES, human
+
+from kvlab import LAB, MODELS
 
 TOKEN_COUNTS = [1_000, 4_096, 32_768]
-NO_GPU = {"allocated": 0, "reserved": 0, "paper": 0, "sized_to_card": False}
+NO_GPU = {"allocated": 0, "reserved": 0, "device": "none", "fits_24gb": True}
+
+
+def mla_uncompressed_bytes_per_token(cfg: dict[str, Any], nbytes: int = BF16_BYTES) -> int:
+    """What a latent-attention model would keep without the compression: every query head its
+    own key (qk_nope_head_dim + qk_rope_head_dim numbers) and value (v_head_dim numbers)."""
+    key = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
+    return (
+        cfg["num_hidden_layers"] * cfg["num_attention_heads"] * (key + cfg["v_head_dim"]) * nbytes
+    )
 
 
 def config_name(path: Path, cfg: dict[str, Any]) -> str:
@@ -90,7 +91,6 @@ def fields_read(cfg: dict[str, Any], nbytes: int, dtype: str) -> None:
 
 def size_report(name: str, cfg: dict[str, Any], source: str) -> dict[str, Any]:
     """Print the arithmetic for one model (its config read from `source`); return its numbers."""
-    cfg = text_part(cfg)
     check(
         all(cfg.get(k) for k in ("num_hidden_layers", "num_attention_heads")),
         f"{name}: no num_hidden_layers or num_attention_heads (nor a text_config with them);"
@@ -123,7 +123,7 @@ def size_report(name: str, cfg: dict[str, Any], source: str) -> dict[str, Any]:
         row.update(attention="latent (MLA)", kv_lora_rank=rank, qk_rope_head_dim=rope)
     else:
         kv_heads = count_kv_heads(cfg)
-        other = kv_bytes_per_token(cfg, kv_heads=q_heads, nbytes=nbytes)
+        other = kv_bytes_per_token(cfg, nbytes=nbytes, heads=q_heads)
         key, column = "no_gqa", "without GQA"
         print(
             f"  = 2 (key and value) x {layers} layers x {kv_heads} kv heads"
@@ -132,7 +132,7 @@ def size_report(name: str, cfg: dict[str, Any], source: str) -> dict[str, Any]:
         if kv_heads < q_heads:
             print(
                 f"  {q_heads} query heads share {kv_heads} kv heads (GQA, {q_heads // kv_heads} per"
-                f" group); with one kv head per query head: {other:,} bytes per token"
+                f" group);\n  with one kv head per query head: {other:,} bytes per token"
             )
             row["attention"] = "grouped-query"
         else:
@@ -182,7 +182,11 @@ def main() -> None:
 
     if not args.configs:  # the lab's own two models, the file the course's runner records
         results: dict[str, Any] = {
-            key: size_report(folder, load_config(folder), f"models/{folder}/config.json")
+            key: size_report(
+                folder,
+                load_config(LAB / "models" / folder / "config.json"),
+                f"models/{folder}/config.json",
+            )
             for key, folder in MODELS.items()
         }
         print(f"wrote {write_results('size', {**results, 'peak_gpu_memory': NO_GPU})}")
@@ -190,7 +194,7 @@ def main() -> None:
     for given in args.configs:
         path = Path(given) / "config.json" if Path(given).is_dir() else Path(given)
         check(path.is_file(), f"{given}: no such config.json")
-        cfg = json.loads(path.read_text())
+        cfg = load_config(path)  # a multimodal config's text_config on top
         name = config_name(path, cfg)
         # One file per model, so the lab's own results/size.json is never overwritten.
         data = {model_key(name): size_report(name, cfg, str(path)), "peak_gpu_memory": NO_GPU}

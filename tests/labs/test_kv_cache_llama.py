@@ -47,6 +47,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the lab, so results/ and __pycache__ land outside the repository."""
     dest = tmp_path_factory.mktemp("lab") / "kv-cache"
     shutil.copytree(LAB, dest, ignore=shutil.ignore_patterns("results", "__pycache__", "gguf"))
+    kit = ROOT / "lab" / "common" / "labkit"
+    shutil.copytree(kit, dest / "labkit", ignore=shutil.ignore_patterns("__pycache__"))
     return dest
 
 
@@ -320,7 +322,9 @@ def test_chat_script_against_a_stand_in_server(
     assert out.returncode == 0, out.stdout + out.stderr
     data = json.loads((lab / "results" / "llama_chat.json").read_text())
     chats = [r for r in FakeServer.requests if r["path"] == "/v1/chat/completions"]
-    assert [c["cache_prompt"] for c in chats] == [True, True, False]
+    # --tiny: two chats, each turn 1, turn 2 reusing the cache, turn 2 from scratch
+    assert [c["cache_prompt"] for c in chats] == [True, True, False] * 2
+    assert [c["messages"][0]["content"].split(".")[0] for c in chats[::3]] == ["Run 1", "Run 2"]
     turn1, turn2 = chats[0]["messages"], chats[1]["messages"]
     assert turn2[: len(turn1)] == turn1 and turn2[-1]["content"] == mods["story"].FOLLOW_UP
     assert turn2[2]["role"] == "assistant" and turn2[2]["content"].startswith(
@@ -336,6 +340,14 @@ def test_chat_script_against_a_stand_in_server(
     assert data["tokens_reused"] == words(turn1)
     assert data["tokens_computed"] == words(turn2) - words(turn1)
     assert data["reply_tokens"] == 8
+    # every prefill time with its spread over the two chats (the stand-in's times: 0.1 ms a token)
+    reuse, scratch = (
+        data["prefill_seconds"]["turn2_reuse"],
+        data["prefill_seconds"]["turn2_scratch"],
+    )
+    assert data["repeats"] == reuse["n"] == scratch["n"] == 2
+    assert scratch["median"] == pytest.approx((0.1 * words(turn2) + 1) / 1e3)
+    assert data["speedup"]["median"] == pytest.approx(scratch["median"] / reuse["median"])
     assert 500 <= data["document_tokens"] <= 700  # --tiny: a document of about 600 "tokens"
     assert data["peak_gpu_memory"] is None  # no nvidia-smi here
     wrong = run(lab, "llama_chat.py", "--port", str(fake_server), "--model", "qwen3-8b-bf16.gguf")
@@ -377,10 +389,23 @@ def test_bench_parse_and_bound(
     for r in rows:
         d = got["depths"][str(r["n_depth"])]
         read = r["model_size"] + (r["n_depth"] + (r["n_gen"] - 1) / 2) * kv
-        assert d["tok_s"] == r["avg_ts"]
+        # llama-bench's repetitions give the spread; its own mean and deviation are kept
+        tok_s = d["tok_s"].as_dict()
+        assert (tok_s["min"], tok_s["max"], tok_s["n"]) == (
+            min(r["samples_ts"]),
+            max(r["samples_ts"]),
+            len(r["samples_ts"]),
+        )
+        assert (d["avg_tok_s"], d["stddev_tok_s"], d["repetitions"]) == (
+            r["avg_ts"],
+            r["stddev_ts"],
+            len(r["samples_ts"]),
+        )
         assert d["bound_tok_s"] == pytest.approx(bw / read)
-        assert d["percent"] == pytest.approx(100 * r["avg_ts"] * read / bw)
-    assert got["slowdown"] == pytest.approx(rows[0]["avg_ts"] / rows[-1]["avg_ts"])
+        assert d["percent"].median == pytest.approx(100 * tok_s["median"] * read / bw)
+    assert len(rows[0]["samples_ts"]) == 2  # two repeats: the median is their mean
+    first, last = (sum(r["samples_ts"]) / 2 for r in (rows[0], rows[-1]))
+    assert got["slowdown"].median == pytest.approx(first / last)
     # on a GPU, a speed above the bytes bound stops the script
     with pytest.raises(SystemExit):
         bench.score(rows, q8_summary(rows), 1e6, gpu=True)
@@ -538,6 +563,28 @@ def test_bench_script_with_a_stand_in_llama_bench(lab: Path, tmp_path: Path) -> 
     )
     assert data["copy_bandwidth"] == 4.25e12 and data["peak_gpu_memory"] is None
     assert "version: 9" in out.stdout
+    # the llama.cpp build, from --version (a package such as llama-cpp-python carries one)
+    assert data["llama_cpp"]["build_number"] == 9
+    assert data["llama_cpp"]["build_commit"] == "fake"
+
+
+@pytest.mark.parametrize(
+    ("line", "number", "commit"),
+    [
+        ("version: 0.5.0-dev (build 11312, commit 0c1e57098)", 11312, "0c1e57098"),  # recorded
+        ("version: 6132 (a1b2c3d4)", 6132, "a1b2c3d4"),  # the older form
+        ("version unknown", None, None),
+    ],
+)
+def test_the_llama_cpp_build_is_read_from_its_version_line(
+    mods: dict[str, ModuleType], line: str, number: int | None, commit: str | None
+) -> None:
+    built = mods["llama_common"].build_of(line)
+    assert (built["build_number"], built["build_commit"], built["version"]) == (
+        number,
+        commit,
+        line,
+    )
 
 
 def test_build_script_refuses_an_unknown_mode(tmp_path: Path) -> None:

@@ -23,6 +23,11 @@ def test_step_one_reruns_on_a_cpu_machine(tmp_path: Path) -> None:
         tmp_path / "lab" / "kv-cache",
         ignore=shutil.ignore_patterns("results", "__pycache__"),
     )
+    shutil.copytree(  # the lab kit it includes (`include: [../common/labkit]`)
+        REPO / "lab" / "common",
+        tmp_path / "lab" / "common",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     done = subprocess.run(
         [*COURSE, "--root", str(tmp_path), "run", "kv-cache", "--only", "size"],
         capture_output=True,
