@@ -1,5 +1,5 @@
-"""How many 32K-token conversations each design's cache leaves room for, on one H200 and on a
-24 GB card.
+"""How many 32K-token conversations each design's cache leaves room for by vLLM's rule, on one
+H200 and on an RTX 4090, the 24 GB card.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def draw(fig: Any, data: Any) -> None:
     h200_gib = data.value("serving.h200_memory", unit="GiB")
     card_gib = data.value("serving.card_memory", unit="GiB")
     for ax, card, title in (
-        (h200_ax, "h200", f"one H200 ({h200_gib:.0f} GiB)"),
-        (card_ax, "24gb", f"a 24 GB card ({card_gib:.0f} GiB)"),
+        (h200_ax, "h200", f"one H200 ({h200_gib:.2f} GiB to PyTorch)"),
+        (card_ax, "24gb", f"an RTX 4090 ({card_gib:.2f} GiB to PyTorch)"),
     ):
         counts = [data.value(f"serving.conversations_{card}_{key}") for key, _, _ in DESIGNS]
         ax.barh(ys, counts, color=[c for _, _, c in DESIGNS], height=0.65)
