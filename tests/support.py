@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from course.package.expected import compare_files
 from course.record.models import HashParts, HostFacts, Record, Spread, StepRecord, Value
 from course.record.store import Store
 from course.record.writer import RunWriter
@@ -255,3 +256,18 @@ def inflated(pdf: Path) -> bytes:
         except zlib.error:
             continue
     return b"\n".join(parts)
+
+
+def run_compare_py(top: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    """compare.py (with the files it reads beside it) run in `top`/lab, a lesson folder laid out as
+    its zip is, as a learner runs it on a machine without nvidia-smi."""
+    for name, data in compare_files().items():
+        (top / name).write_bytes(data)
+    return subprocess.run(
+        [sys.executable, "-I", "compare.py"],
+        cwd=top / "lab",
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},  # no nvidia-smi: no GPU here
+        timeout=60,
+    )

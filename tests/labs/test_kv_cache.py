@@ -583,8 +583,10 @@ def test_install_instructions_match_the_pyproject() -> None:
 def test_compare_py_on_a_cpu_run_says_nothing_false(runs: Runs, tmp_path: Path) -> None:
     """The zip's compare.py, over what the CPU runs above wrote (step 1 at full size, the GPU
     steps with --tiny) and llama_kvlog.py over two llama-server logs recorded on a CPU."""
+    from support import run_compare_py
+
     from course.lab.load import load_lab
-    from course.package.expected import compare_files, expected_for, expected_json
+    from course.package.expected import expected_for, expected_json
     from course.record.store import Store
 
     for script in ("gpu_check", "prefix_reuse", "decode_speed", "cache_budget"):
@@ -601,16 +603,7 @@ def test_compare_py_on_a_cpu_run_says_nothing_false(runs: Runs, tmp_path: Path) 
     top = tmp_path / "lesson"
     shutil.copytree(lab / "results", top / "lab" / "results")
     (top / "expected.json").write_bytes(expected_json(expected))
-    for name, data in compare_files().items():
-        (top / name).write_bytes(data)
-    done = subprocess.run(
-        [sys.executable, "-I", "compare.py"],
-        cwd=top / "lab",
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},  # no nvidia-smi: no GPU here
-        timeout=60,
-    )
+    done = run_compare_py(top, tmp_path)
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
 

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from support import REPO
+from support import REPO, run_compare_py
 
 from course.package.cards import rental_cards
 from course.package.compare_report import cell, plain
-from course.package.expected import EXPECTED, compare_files, expected_json
+from course.package.expected import EXPECTED, expected_json
 
 
 def expectation(values: list[dict[str, Any]], needs: str | None = "gpu") -> dict[str, Any]:
@@ -42,18 +41,9 @@ def run_compare(
     top = tmp_path / "lesson"
     (top / "lab" / "results").mkdir(parents=True)
     (top / EXPECTED).write_bytes(expected_json(expected))
-    for name, data in compare_files().items():
-        (top / name).write_bytes(data)
     for name, data in results.items():
         (top / "lab" / "results" / name).write_text(json.dumps(data), encoding="utf-8")
-    return subprocess.run(
-        [sys.executable, "-I", "compare.py"],
-        cwd=top / "lab",
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},  # no nvidia-smi: no GPU here
-        timeout=60,
-    )
+    return run_compare_py(top, tmp_path)
 
 
 def row(out: str, name: str) -> str:
