@@ -48,8 +48,8 @@ def test_course_new_then_run_then_build_works_at_once(tmp_path: Path) -> None:
     assert untitled.returncode == 1 and not (root / "lab" / "demo").exists()
     assert (
         "part 9 is not in the course's outline, docs/course.yml (its parts: Part 2 · The maths of "
-        'one request); a new part needs a title: course new demo --part 9 --part-title "..."'
-        in untitled.stderr
+        "one request, Part 3 · One GPU, many requests); a new part needs a title: course new demo "
+        '--part 9 --part-title "..."' in untitled.stderr
     )
     made = course(root, "new", "demo", "--part", "9", "--part-title", "Demo part")
     assert made.returncode == 0, made.stderr
