@@ -7,7 +7,8 @@ built once: conftest.py's `repo_site`).
   checked against their one source instead), and the steps that need llama.cpp built are left to
   the slow suite (`python tests/walk.py site/downloads/lesson-2.4.zip --fresh-venv --builds`).
   Lessons 2.4 and 2.6 run every CPU form here; 2.3's and 2.5's GPU steps take minutes on two
-  cores, so they run with COURSE_SLOW=1 (their steps on paper and compare.py run always).
+  cores, so they run with COURSE_SLOW=1 (their steps on paper and compare.py run always), and so
+  do 3.1's, whose CPU forms tests/labs/test_paged_attention.py runs already.
 - No terminal line wraps, on any lesson page at 1280 px nor in its PDF; a line within the width
   budget shows whole; charts fit a phone's screen.
 """
@@ -35,8 +36,16 @@ from course.pages.outline import load_outline
 from course.pages.widgets import TERMINAL_COLUMNS
 from course.record.store import Store
 
-LESSONS = {"2.3": "prefill-decode", "2.4": "kv-cache", "2.5": "gpu-memory", "2.6": "smaller-cache"}
-FULL = {"2.4", "2.6"} | ({"2.3", "2.5"} if os.environ.get("COURSE_SLOW") else set())
+LESSONS = {
+    "2.3": "prefill-decode",
+    "2.4": "kv-cache",
+    "2.5": "gpu-memory",
+    "2.6": "smaller-cache",
+    "3.1": "paged-attention",
+}
+PART = {lesson: f"part-{number.split('.')[0]}" for number, lesson in LESSONS.items()}
+"""Each lesson's folder, under docs/ and the site."""
+FULL = {"2.4", "2.6"} | ({"2.3", "2.5", "3.1"} if os.environ.get("COURSE_SLOW") else set())
 """Lessons whose GPU steps' CPU forms run here too."""
 
 
@@ -57,7 +66,7 @@ def guide(zips: Path, number: str) -> list[walk.Section]:
 
 def page_steps(lesson: str) -> list[str]:
     """The numbers of the page's "### Step N" headings."""
-    text = (REPO / "docs" / "part-2" / f"{lesson}.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / PART[lesson] / f"{lesson}.md").read_text(encoding="utf-8")
     return re.findall(r"^### Step (\d+):", text, re.MULTILINE)
 
 
@@ -221,7 +230,7 @@ def test_no_terminal_line_wraps_at_1280_and_the_budget_is_what_it_shows(
 ) -> None:
     _, base = repo_site
     tab = chromium.new_page(viewport={"width": 1280, "height": 900})
-    tab.goto(f"{base}part-2/{lesson}/")
+    tab.goto(f"{base}{PART[lesson]}/{lesson}/")
     found = tab.evaluate(LINE_BOXES)
     tab.close()
     assert found["columns"] == TERMINAL_COLUMNS  # the budget course check holds the labs to
@@ -239,7 +248,7 @@ def test_charts_fit_a_phones_screen(repo_site: tuple[Path, str], chromium: Any) 
     tab = chromium.new_page(viewport={"width": 390, "height": 844})
     seen = 0
     for lesson in LESSONS.values():
-        tab.goto(f"{base}part-2/{lesson}/")
+        tab.goto(f"{base}{PART[lesson]}/{lesson}/")
         figures = tab.evaluate(
             """() => [...document.querySelectorAll('.course-figure')].map(f => ({
                  fig: f.scrollWidth <= f.clientWidth + 1,
@@ -258,7 +267,7 @@ def test_terminal_lines_within_the_budget_do_not_wrap_in_the_pdfs(
     site_dir, _ = repo_site
     checked = 0
     for number, lesson in LESSONS.items():
-        html = (site_dir / "part-2" / lesson / "index.html").read_text(encoding="utf-8")
+        html = (site_dir / PART[lesson] / lesson / "index.html").read_text(encoding="utf-8")
         shown = []
         for pre in re.findall(r'<div class="course-terminal".*?<pre[^>]*>(.*?)</pre>', html, re.S):
             text = unescape(re.sub(r"<[^>]+>", "", pre))
@@ -296,7 +305,7 @@ def test_before_you_start_is_linked_and_its_costs_and_lines_are_the_lessons(
     for phrase in ("Community cloud", "secure cloud", "SSH", "web terminal", "wget", "scp"):
         assert phrase.lower() in words.lower(), phrase
     for number, lesson in LESSONS.items():
-        page = (site_dir / "part-2" / lesson / "index.html").read_text(encoding="utf-8")
+        page = (site_dir / PART[lesson] / lesson / "index.html").read_text(encoding="utf-8")
         start = page.index('class="course-lesson-header"')
         header = text_of(page[start : page.index("</header>", start)])
         assert "How to rent one and connect: Before you start" in header
