@@ -8,7 +8,8 @@ space of its largest batch, the batch's tensors and attention mask, and the KV c
 blocks. Then the cache in tokens, the conversations it holds, and what one conversation-hour
 costs at the cards' dated prices.
 
-Last, vLLM's rule, worked on the published A100 start-up log (vllm.py).
+Last, vLLM's rule (vllm_rule.py): worked on the published A100 start-up log, then predicted for
+the same models and cards from what is known before vLLM starts.
 
 Standard library only:
     python3 paper.py
@@ -38,7 +39,7 @@ from planner import (
     release_of,
     segments,
 )
-from vllm_rule import crosscheck
+from vllm_rule import PROFILE_TOKENS, crosscheck, on_card, show_on_card
 
 SWEEP = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 LAB = Path(__file__).resolve().parent
@@ -206,6 +207,21 @@ def main() -> None:
     show_sweep(cards, results["sweep"])
     show_prices(cards, results["prices"], args.fraction)
     results["crosscheck"] = crosscheck()
+    share = facts.fact("engines.vllm.gpu_memory_utilization")
+    print(
+        f"\nvLLM's rule on this lesson's cards, predicted: its default share {share.value:.2f}"
+        f" (since {facts.get('engines.vllm.gpu_memory_utilization.since')}),\n  a profile batch"
+        f" of {PROFILE_TOKENS:,} tokens; memory outside PyTorch and CUDA graphs not estimated:"
+        "\n  each cache is an upper bound"
+    )
+    results["vllm"] = {}
+    for card_key, card in cards.items():
+        if "facts" not in card:
+            continue
+        for key, folder in MODELS.items():
+            p = on_card(card["facts"], configs[key], CONTEXTS)
+            show_on_card(card["name"], folder, p)
+            results["vllm"].setdefault(card_key, {})[key] = p
     results["peak_gpu_memory"] = {"allocated": 0, "reserved": 0, "device": "none"}  # no GPU used
     print(f"\nwrote {write_results('paper', results)}")
 

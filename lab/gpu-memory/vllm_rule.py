@@ -24,6 +24,8 @@ from labkit.units import GIB
 
 LOG = "crosschecks.vllm-a100"
 MAX_NUM_SEQS = 256  # vLLM's default number of sequences in a batch (the profile run's too)
+# the profile batch assumed for this lesson's cards: max_num_batched_tokens of 8,192 tokens
+PROFILE_TOKENS = 8_192
 FP32 = 4
 
 
@@ -78,6 +80,56 @@ def predict(tokens: int | None = None, rows: int = MAX_NUM_SEQS) -> dict[str, An
         "concurrency_with_logged": facts.concurrency(theirs.cache, per_token, n),
         "implied_profile_tokens": implied,
     }
+
+
+def on_card(
+    card_key: str, cfg: dict[str, Any], contexts: dict[str, int], tokens: int = PROFILE_TOKENS
+) -> dict[str, Any]:
+    """vLLM's budget for a model on a card, predicted before it starts: its default share (the
+    facts' gpu_memory_utilization) of the card as PyTorch sees it, less the weights from the
+    config and the working space estimated for a profile batch of `tokens` tokens. The memory
+    outside PyTorch and the CUDA graphs are not estimated (0): the prediction is an upper bound.
+    vLLM starts only when at least its share is free: the card less the CUDA context."""
+    space = working_space(cfg, tokens)
+    b = facts.vllm(card_key, weights=weight_bytes(cfg), activation_peak=space["total"], non_torch=0)
+    per_token = kv_bytes_per_token(cfg)
+    block = int(facts.fact("engines.vllm.block_size").value)
+    free = facts.room(card_key).bytes  # what is free when it starts: the total less the context
+    return {
+        "card": card_key,
+        "share": b.share,
+        "profile_tokens": tokens,
+        "working_space": space,
+        "budget": b.as_dict(),
+        "cache": b.cache,
+        "cache_bytes_per_token": per_token,
+        "conversations": {k: b.conversations(per_token, n, block) for k, n in contexts.items()},
+        "concurrency": {
+            k: round(max(b.cache, 0) / (per_token * n), 2) for k, n in contexts.items()
+        },
+        "free_at_start": free,
+        "starts": free >= b.lines["requested"],
+    }
+
+
+def show_on_card(label: str, model: str, p: dict[str, Any]) -> None:
+    """One predicted vLLM budget, line by line."""
+    lines, gib = p["budget"]["lines"], lambda x: f"{x / GIB:.2f} GiB"
+    print(
+        f"  {model} on {label}: {p['share']:.2f} x {gib(lines['total'])}"
+        f" = {gib(lines['requested'])}"
+    )
+    print(
+        f"    - weights {gib(lines['weights'])} - working space {gib(lines['activation_peak'])}"
+        f" = KV cache {gib(p['cache'])}"
+    )
+    convs = ", ".join(f"{n:,} of {k}" for k, n in p["conversations"].items())
+    print(f"    conversations at once: {convs}")
+    start = "starts" if p["starts"] else "refuses to start"
+    print(
+        f"    {gib(p['free_at_start'])} free before it starts (the card less the CUDA context):"
+        f" it {start}"
+    )
 
 
 def show_prediction(p: dict[str, Any]) -> None:

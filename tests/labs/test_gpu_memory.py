@@ -246,6 +246,37 @@ def test_paper_reproduces_the_published_vllm_log(lab: Path, runs: dict[str, Any]
     assert f"concurrency {predicted['concurrency']:.2f}x (the log: 11.12x)" in out.stdout
 
 
+def test_paper_predicts_vllm_on_the_lessons_cards(lab: Path, runs: dict[str, Any]) -> None:
+    """vLLM's rule before it starts, on the H200 and the 24 GB card: the default share of the card
+    as PyTorch sees it, less the weights and the working space estimated for 8,192 tokens."""
+    share = FACTS["engines"]["vllm"]["gpu_memory_utilization"]["value"]
+    data = results(lab, "paper")
+    for key, card in (("h200", "h200"), ("card_24gb", "rtx-4090")):
+        total = in_bytes(FACTS["cards"][card]["torch_total"])
+        for model, folder in (("qwen3-8b", "Qwen3-8B"), ("qwen3-0_6b", "Qwen3-0.6B")):
+            cfg, got = config(folder), data["vllm"][key][model]
+            tokens, hidden, inter = 8_192, cfg["hidden_size"], cfg["intermediate_size"]
+            space = 2 * tokens * hidden * 2 + tokens * 3 * inter * 2 + 256 * cfg["vocab_size"] * 4
+            weights = data["budgets"][key][model]["weights"]
+            cache = math.ceil(share * total) - weights - space
+            assert got["share"] == share and got["working_space"]["total"] == space
+            assert got["cache"] == cache, (key, model)
+            per_token = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * 128 * 2
+            blocks = cache // (16 * per_token)
+            assert got["conversations"] == {
+                k: blocks // (n // 16)
+                for k, n in {"8k": 8_192, "32k": 32_768, "full": 40_960}.items()
+            }
+            context = card_figures(card)[1]
+            assert got["starts"] == (total - context >= math.ceil(share * total))
+    # the 24 GB card under vLLM's rule: 4 conversations of 8,192 tokens of Qwen3-8B, none at 40,960
+    assert data["vllm"]["card_24gb"]["qwen3-8b"]["conversations"]["full"] == 0
+    assert (
+        "vLLM's rule on this lesson's cards, predicted: its default share 0.92"
+        in runs["paper"].stdout
+    )
+
+
 def test_paper_stops_when_the_log_does_not_add_up(tmp_path: Path) -> None:
     lab = copy_lab(tmp_path)
     path = tmp_path / "common" / "labkit" / "facts.toml"
