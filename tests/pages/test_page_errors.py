@@ -99,7 +99,7 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ),
         encoding="utf-8",
     )
-    (root / "docs/part-3").mkdir()
+    (root / "docs/part-3").mkdir(exist_ok=True)
     (root / "docs/part-3/empty.md").write_text(UNRECORDED, encoding="utf-8")
     list_part_three(root)
     return root
@@ -192,7 +192,7 @@ def test_a_knowledge_check_without_a_right_answer_fails(tmp_path: Path) -> None:
 
 def test_a_missing_record_is_reported_once_per_page(tmp_path: Path) -> None:
     root = make_project(tmp_path / "project")
-    (root / "docs/part-3").mkdir()
+    (root / "docs/part-3").mkdir(exist_ok=True)
     (root / "docs/part-3/empty.md").write_text(
         UNRECORDED
         + (
