@@ -4,11 +4,14 @@ process.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import (
@@ -90,3 +93,28 @@ def repo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
         result = build_site(REPO, out / "site", out / "cache")
     with serving(result.site_dir, port) as url:
         yield result.site_dir, url
+
+
+# Session fixtures that build whole sites: the modules that ask for one go to the same xdist
+# worker, so each is built once per run rather than once per worker.
+_SHARED_BUILDS = ("repo_site", "package_builds", "two_lessons")
+
+
+@functools.cache
+def _scope(root: Path, module: str) -> str:
+    """The unit of work a module belongs to: the shared build it asks for, else itself."""
+    text = (root / module).read_text(encoding="utf-8")
+    return next((b for b in _SHARED_BUILDS if re.search(rf"\b{b}\b", text)), module)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `pytest -n N`: whole modules to a worker (their module fixtures are made once),
+    and the modules sharing one session build together."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByBuild(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(config.rootpath, nodeid.split("::", 1)[0])
+
+    return ByBuild(config, log)

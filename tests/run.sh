@@ -17,4 +17,5 @@ echo "ruff check, ruff format --check, mypy --strict course/"
 .venv/bin/ruff check --quiet .
 .venv/bin/ruff format --check --quiet .
 .venv/bin/mypy course
-exec .venv/bin/python -m pytest -q "$@"
+# every core; a module, or the modules sharing one site build, to a worker (tests/conftest.py)
+exec .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-auto}" --dist loadscope "$@"

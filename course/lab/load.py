@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from ..errors import LabError
+from ..record import yamlfast
 from .files import expand_inputs, lab_files, link_loops
 from .keys import belongs, keys, line_of, mapping_at, unknown_key
 from .schema import NAME_LENGTH, Lab, suggest
@@ -77,8 +78,8 @@ def load_lab(path: Path) -> LoadedLab:
         raise LabError(shown, [f"no such file (expected a lab recipe at {shown})"])
     text = path.read_text(encoding="utf-8")
     try:
-        node = yaml.compose(text)
-        raw = yaml.safe_load(text)
+        node = yamlfast.compose(text)
+        raw = yamlfast.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import PageError
 from ..lab.keys import keys, mapping_at, problem_text
 from ..lab.schema import suggest
+from ..record import yamlfast
 from .checks import Check
 
 DATA_KEYS = ("checks", "faq", "glossary")
@@ -62,7 +63,7 @@ def load_page_data(docs: Path, src: str, front: dict[str, Any]) -> PageData:
     shown = f"docs/{Path(src).with_suffix('.yml').as_posix()}"
     if path.is_file():
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            loaded = yamlfast.safe_load(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
             raise PageError(f"{shown}: not valid YAML: {exc}") from None
         if not isinstance(loaded, dict):

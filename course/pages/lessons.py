@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..errors import PageError
 from ..lab.keys import line_of, problem_text, unknown_key
+from ..record import yamlfast
 from .outline import AUTHORS, OUTLINE, Outline, load_outline, merged_meta
 
 _FRONT = re.compile(r"\A---[ \t]*\n(.*?\n)?---[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -89,7 +90,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     match = _FRONT.match(text)
     if not match:
         return {}, text
-    data = yaml.safe_load(match.group(1) or "") or {}
+    data = yamlfast.safe_load(match.group(1) or "") or {}
     if not isinstance(data, dict):
         raise TypeError("front matter must be a mapping of keys to values")
     return data, text[match.end() :]
@@ -127,7 +128,7 @@ def _validated(raw: dict[str, Any], shown: str, text: str | None = None) -> Less
         return LessonMeta.model_validate(raw)
     except ValidationError as exc:
         match = _FRONT.match(text or "")
-        node = yaml.compose(match.group(1) or "") if match else None
+        node = yamlfast.compose(match.group(1) or "") if match else None
         found = sorted(  # in the order of the page's lines
             (line_of(node, e["loc"]) or 0, front_problem(e, node)) for e in exc.errors()
         )

@@ -96,10 +96,17 @@ def inline(markdown_text: str) -> str:
 _TEXT_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
 
 
+@functools.lru_cache(maxsize=4096)
+def _text_template(text: str) -> jinja2.Template:
+    """A data file's string compiled once: a build renders the same strings for the page, its
+    checks of the text and its PDF."""
+    return _TEXT_ENV.from_string(text)
+
+
 def render_text(ctx: PageContext, text: str) -> str:
     """A string from the data file with its macros run and its Markdown made inline HTML."""
     try:
-        return inline(_TEXT_ENV.from_string(text).render(**bound(ctx)))
+        return inline(_text_template(text).render(**bound(ctx)))
     except jinja2.TemplateError as exc:
         raise PageError(f"{type(exc).__name__}: {exc} in {text!r}") from None
 

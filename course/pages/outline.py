@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import PageError
+from ..record import yamlfast
 
 OUTLINE = "course.yml"
 """The outline's file name inside docs/."""
@@ -215,7 +216,7 @@ def read_outline_file(path: Path) -> OutlineFile:
         return kept[1]
     shown = f"docs/{OUTLINE}"
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yamlfast.safe_load(path.read_text(encoding="utf-8")) or {}
         parsed = OutlineFile.model_validate(data)
     except yaml.YAMLError as exc:
         raise PageError(f"{shown}: not valid YAML: {exc}") from None

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from ...record import yamlfast
 from .findings import Finding
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's loader where PyYAML has it: the same nodes and lines, many times faster."""
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,7 @@ def data_strings(path: Path) -> list[DataString]:
     """The readable strings of a data file, in file order; none when it cannot be read (its
     problems are the page's, reported by the build already)."""
     try:
-        root = yaml.compose(path.read_text(encoding="utf-8"), Loader=_LOADER)
+        root = yamlfast.compose(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return []
     if not isinstance(root, yaml.MappingNode):

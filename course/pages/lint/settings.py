@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ...errors import PageError
 from ...lab.schema import suggest
+from ...record import yamlfast
 
 SETTINGS = Path("data") / "lint.yml"
 """Where the settings lie inside docs/."""
@@ -96,7 +97,7 @@ def load_settings(docs: Path) -> Settings:
     if not path.is_file():
         return Settings()
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = yamlfast.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise PageError(f"{shown}: not YAML: {exc}") from None
     try:
