@@ -147,8 +147,8 @@ def main() -> None:
     print(f"  {'manual':>7} {'prompt':>7} {'shared':>7} {'requests 2-4':>13} {'computed: kept'}"
           f" {'slot':>6} {'blocks of 16':>13}")  # fmt: skip
     for length in p.LENGTHS:
-        got = series(length // scale, tokens)
-        results["lengths"][str(length // scale)] = got
+        got = series(length // scale, tokens) | {"target": length // scale}
+        results["lengths"][p.length_key(length)] = got
         r0 = got["requests"][0]
         print(
             f"  {got['manual_tokens']:>7,} {r0['tokens']:>7,} {got['shared']:>7,}"

@@ -83,6 +83,12 @@ def fit(tokens: int, count_tokens: Callable[[str], int]) -> int:
     return high
 
 
+def length_key(length: int) -> str:
+    """A length's name in the results files, the same with --tiny ('8k' for 8,000 tokens, or
+    for its eighth): what a page quotes must be found in a learner's shrunk run too."""
+    return f"{length // 1000}k"
+
+
 def label(round_no: int, length_index: int) -> str:
     """A copy's label: the round in two digits, the length as a letter ('03B')."""
     return f"{round_no:02d}{'ABCDEFGH'[length_index]}"

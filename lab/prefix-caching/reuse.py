@@ -94,6 +94,7 @@ def main() -> None:
     rounds = args.rounds or (2 if args.tiny else 5)
     scale = p.TINY_DIVISOR if args.tiny else 1
     lengths = [n // scale for n in p.LENGTHS]
+    keys = {n // scale: p.length_key(n) for n in p.LENGTHS}
     sections = {n: p.fit(n, lambda s: len(server.tokenize(s))) for n in lengths}
     check_template(server, p.manual(sections[lengths[0]], "00A"))
     warm_up(server)
@@ -131,6 +132,7 @@ def main() -> None:
                   f"{n} tokens, {key}: other counts than round 1")  # fmt: skip
         s = {key: Spread.of(v) for key, v in samples[n].items()}
         entry = {
+            "target": n,
             "sections": sections[n],
             "prompt_tokens": on[0]["tokens"],
             "shared": min(x["cache_n"] for x in on[1:]),
@@ -145,7 +147,7 @@ def main() -> None:
             "speedup": timing.ratio(s["ttft_off_later"], s["ttft_on_later"]),
             "prefill_speedup": timing.ratio(s["prompt_s_off_later"], s["prompt_s_on_later"]),
         }
-        results["lengths"][str(n)] = entry
+        results["lengths"][keys[n]] = entry
         for mode in ("on", "off"):
             t = s[f"ttft_{mode}_later"]
             blocks = f"{entry['later_block_computed']:>13,}" if mode == "on" else ""
