@@ -28,6 +28,7 @@ from cache_sizes import arguments, gpu_args
 from labkit import timing
 from labkit.checks import check
 from labkit.results import write_results
+from labkit.units import human
 from llamakit import bench, gguf, gpu, tools
 
 DEPTHS, CPU_DEPTHS = "0,8192,16384,32768", "0,256,1024"
@@ -59,8 +60,8 @@ def main() -> None:
     binary = tools.tool("llama-bench", tools.llama_dir(args.llama))
     shapes = gguf.summary(args.gguf)
     weights = shapes["read_bytes_per_token"]
-    print(f"llama-bench: {binary}; {Path(args.gguf).name}: a decode step reads"
-          f" {weights / 2**30:.2f} GiB of weights")  # fmt: skip
+    print(f"llama-bench: {binary}")
+    print(f"{Path(args.gguf).name}: a decode step reads {human(weights)} of weights")
     results: dict[str, Any] = {"device": args.device, "tiny": args.tiny, "n_gen": n_gen,
                                "weight_bytes": weights, "types": {}}  # fmt: skip
     peaks: list[dict[str, Any]] = []

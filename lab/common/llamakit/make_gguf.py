@@ -108,17 +108,18 @@ def main() -> None:
     print(
         f"{args.model}{' (shrunk, --tiny)' if args.tiny else ''}: {cfg['num_hidden_layers']} layers,"
         f" hidden {cfg['hidden_size']}, {cfg['num_attention_heads']} query heads and"
-        f" {cfg['num_key_value_heads']} key-value heads of {cfg.get('head_dim')},"
+        f" {cfg['num_key_value_heads']} key-value\n  heads of {cfg.get('head_dim')},"
         f" vocabulary {cfg['vocab_size']:,}"
     )
     with gpu.GpuMemory() as mem:  # writing the file takes no GPU memory: the record says so
         size, source = make(args, cfg, fmt, path)
     seconds = time.perf_counter() - t0
     got = describe(path)
-    print(f"  {path}: {human(size)} ({size:,} B), {source}, in {seconds:.1f} s")
+    print(f"  {path}: {human(size)} ({size:,} B) in {seconds:.1f} s\n  {source}")
     print(
         f"  {got['weights']:,} weights, {got['bytes_per_weight']:.4f} B each"
-        f" ({got['bits_per_weight']:.2f} bits); a decode step reads {human(got['read_bytes_per_token'])}"
+        f" ({got['bits_per_weight']:.2f} bits);\n  a decode step reads"
+        f" {human(got['read_bytes_per_token'])} of them"
     )
     paper = qwen3.tensor_bytes(cfg, fmt)["bytes"]
     if not args.weights:
