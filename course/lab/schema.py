@@ -281,6 +281,12 @@ class Build(_Strict):
     cpu_seconds: float | None = Field(default=None, gt=0, examples=[1238])
     """Seconds the build took for the CPU on a machine of 2 cores (declared: no record keeps
     it), for START-HERE.md's way without a GPU; the GPU build's time comes from the record."""
+    programs: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]] = Field(
+        default=[], examples=[["llama-server", "llama-bench", "llama-perplexity"]]
+    )
+    """The programs the lab's steps run from the build (`$PREFIX/bin/NAME`). A build kept on the
+    host by another lab's command that lacks one of them is made again with this lab's command;
+    a build that does not make them all fails, naming the missing ones."""
 
 
 class Lab(_Strict):

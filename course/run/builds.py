@@ -1,7 +1,9 @@
 """Native engines built from their released source on the run's host (`builds:` in lab.yml).
 
 A build runs once per release and GPU kind on a host and is kept outside the record, under
-`.cache/builds/<name>-<version>-<gpu>/`, with its log; every later run there reuses it. Each run
+`.cache/builds/<name>-<version>-<gpu>/`, with its log; every later run there reuses it, unless it
+lacks a program the lab names under `programs:` (two labs may build one release with different
+commands, one making more programs than the other): then it is made again. Each run
 still records the build as a step of kind `build` (its command, its log as the transcript, the
 release, the source's commit and how long the build took), and the release goes into the run's
 engine versions, so a new release re-runs the steps that `use` it and `course diff` shows it.
@@ -105,8 +107,16 @@ def ensure(
     prefix = (root / BUILDS / f"{name}-{version}-{gpu}").resolve()
     if (prefix / COMPLETE).is_file():
         done = json.loads((prefix / COMPLETE).read_text(encoding="utf-8"))
-        display.note(f"── build {name} {version}: reusing {prefix} (made {done['made']})")
-        return Built(name, version, prefix, done.get("commit"), done["seconds"], done["made"], True)
+        lacking = missing_programs(prefix, build)
+        if not lacking:
+            display.note(f"── build {name} {version}: reusing {prefix} (made {done['made']})")
+            return Built(
+                name, version, prefix, done.get("commit"), done["seconds"], done["made"], True
+            )
+        display.note(
+            f"── build {name} {version}: the one kept in {prefix} has no {', '.join(lacking)}"
+            " (another lab's command made it): making it again with this lab's"
+        )
     source = source_archive(root, name, version, wheels).resolve()
     about = source.with_suffix("").with_suffix(".json")
     commit = (
@@ -131,6 +141,12 @@ def ensure(
         lines = "\n".join(f"  | {line}" for line in tail(clean(proc.output), 20))
         status = "timed out" if code is None else f"exited with status {code}"
         raise RunError(f"{loaded.display_path()}: the build of {name} {version} {status}:\n{lines}")
+    lacking = missing_programs(partial, build)
+    if lacking:
+        raise RunError(
+            f"{loaded.display_path()}: the build of {name} {version} made no {', '.join(lacking)}"
+            f" in $PREFIX/bin (builds.{name}.programs names them; its command: {build.command})"
+        )
     seconds = round(time.monotonic() - started, 3)
     made = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     record = {"seconds": seconds, "made": made, "commit": commit, "version": version}
@@ -138,6 +154,14 @@ def ensure(
     shutil.rmtree(prefix, ignore_errors=True)
     partial.rename(prefix)
     return Built(name, version, prefix, commit, seconds, made, False)
+
+
+def missing_programs(prefix: Path, build: Build) -> list[str]:
+    """The programs `build` names that `prefix/bin` does not hold (as runnable files)."""
+    return [
+        p for p in build.programs
+        if not ((prefix / "bin" / p).is_file() and os.access(prefix / "bin" / p, os.X_OK))
+    ]  # fmt: skip
 
 
 def record_step(built: Built, build: Build, writer: RunWriter, redact: Redactor) -> StepRecord:

@@ -127,3 +127,58 @@ def test_when_one_user_of_a_build_runs_they_all_run(project: Path, course: Cours
     assert statuses == {"build-greet": "ok", "plain": "reused", "convert": "ok", "serve": "ok"}
     assert latest.record.step("serve").values["said"].value == "greet 1.0 says hello"
     assert "second" in latest.transcript("serve")
+
+
+TALKER = """\
+lesson: talker
+title: A lab that needs one more program from the same build
+builds:
+  greet:
+    package: greet-src
+    version: "1.0"
+    programs: [greet, talk]
+    command: >-
+      mkdir -p "$PREFIX/bin" && tar -xJf "$SOURCE" -C "$PREFIX/bin" &&
+      printf '#!/bin/sh\\necho talk says hello\\n' > "$PREFIX/bin/talk" &&
+      chmod +x "$PREFIX/bin/talk"
+steps:
+  - id: talk
+    uses: [greet]
+    run: talk && greet
+    inputs: [lab.yml]
+    capture:
+      said: {regex: '^(talk says hello)$', type: str}
+"""
+
+
+def test_a_kept_build_without_a_program_the_lab_names_is_made_again(
+    project: Path, course: CourseRun
+) -> None:
+    """Two labs build one release with different commands: the build kept by the first lacks a
+    program the second names under `programs:`, so the second makes it again, and the first
+    then reuses the fuller build."""
+    source(project, "1.0")
+    for lesson, recipe in (("greeter", RECIPE), ("talker", TALKER)):
+        (project / "lab" / lesson).mkdir()
+        (project / "lab" / lesson / "lab.yml").write_text(recipe)
+    assert course("run", "greeter").returncode == 0
+    made = project / ".cache" / "builds" / "greet-1.0-cpu"
+    assert not (made / "bin" / "talk").exists()
+    talker = course("run", "talker")
+    assert talker.returncode == 0, talker.stderr
+    assert "has no talk (another lab's command made it): making it again" in talker.stderr
+    (run,) = Store(project / "build").runs("talker")
+    assert run.record.step("talk").values["said"].value == "talk says hello"
+    again = course("run", "greeter", "--force")
+    assert again.returncode == 0 and "reusing" in again.stderr
+    # a build that does not make what it names fails, naming the program and the key
+    broken = TALKER.replace("lesson: talker", "lesson: broken").replace(
+        "[greet, talk]", "[greet, chat]"
+    )
+    (project / "lab" / "broken").mkdir()
+    (project / "lab" / "broken" / "lab.yml").write_text(broken)
+    failed = course("run", "broken")
+    assert failed.returncode == 1
+    assert (
+        "the build of greet 1.0 made no chat in $PREFIX/bin (builds.greet.programs" in failed.stderr
+    )

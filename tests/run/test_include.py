@@ -155,3 +155,55 @@ def test_a_bad_folder_include_is_refused_with_its_line(
     with pytest.raises(LabError) as caught:
         load_lab(path)
     assert f"line 3: {message}" in str(caught.value)
+
+
+TWO_KITS = """\
+lesson: user
+title: A lab that uses two folders of lab/common/
+include: [../common/kit, ../common/tools]
+steps:
+  - id: hello
+    run: >-
+      python3 -c "from kit import greet; from tools import shout;
+      print(shout.up(greet.hello('you')))"
+    inputs: ["kit/*.py", "tools/*.py"]
+    capture:
+      said: {regex: '^(THE KIT SAYS .+)$', type: str}
+  - id: kit-only
+    run: python3 -c "from kit import greet; print(greet.hello('me'))"
+    inputs: ["kit/*.py"]
+"""
+
+
+def test_two_included_folders_run_side_by_side_and_each_counts_for_its_own_readers(
+    project: Path, course: CourseRun
+) -> None:
+    """A second folder of lab/common/ (the llama.cpp kit beside the lab kit) is copied, hashed
+    and zipped like the first; a change to it re-runs only the steps whose inputs match it."""
+    path = make_kit_user(project, TWO_KITS)
+    tools = project / "lab" / "common" / "tools"
+    tools.mkdir()
+    (tools / "__init__.py").write_text('"""A second kit."""\n')
+    (tools / "shout.py").write_text("def up(text):\n    return text.upper()\n")
+    done = course("run", "user")
+    assert done.returncode == 0, done.stderr
+    (run,) = Store(project / "build").runs("user")
+    hello = run.record.step("hello")
+    assert hello.values["said"].value == "THE KIT SAYS HELLO TO YOU"
+    assert set(hello.hash_parts.inputs) == {
+        "kit/__init__.py",
+        "kit/greet.py",
+        "tools/__init__.py",
+        "tools/shout.py",
+    }
+    assert set(run.record.step("kit-only").hash_parts.inputs) == {"kit/__init__.py", "kit/greet.py"}
+    (tools / "shout.py").write_text("def up(text):\n    return text.upper() + '!'\n")
+    again = course("run", "user")
+    assert again.returncode == 0, again.stderr
+    statuses = {s.id: s.status for s in Store(project / "build").runs("user")[-1].record.steps}
+    assert statuses == {"hello": "ok", "kit-only": "reused"}
+    names = [e.name for e in lab_entries(load_lab(path))]
+    assert names == [
+        "lab/kit/__init__.py", "lab/kit/greet.py", "lab/lab.yml",
+        "lab/tools/__init__.py", "lab/tools/shout.py",
+    ]  # fmt: skip
