@@ -78,6 +78,9 @@ else
   esac
 fi
 [ -f "$src/CMakeLists.txt" ] || { echo "llama_build.sh: no llama.cpp source (CMakeLists.txt) in $source" >&2; exit 1; }
+# the lab's scripts find the source (convert_hf_to_gguf.py, gguf-py) at DIR/src/llama.cpp, whatever
+# the layout it came in
+[ -e "$build_dir/src/llama.cpp" ] || ln -s "$(cd "$src" && pwd)" "$build_dir/src/llama.cpp"
 [[ $commit =~ ^[0-9a-f]{40}$ ]] || commit=$(cat "$src/LLAMA_COMMIT" 2> /dev/null || echo unknown)
 # llama.cpp's build number (release tag bNNNN) counts commits, which a source without git history
 # cannot: read it from the slimmed source, else from the releases the lab was recorded with

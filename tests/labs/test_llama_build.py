@@ -33,6 +33,7 @@ def source_tree(folder: Path) -> Path:
     folder.mkdir(parents=True)
     (folder / "CMakeLists.txt").write_text(CMAKE)
     (folder / "tool.c").write_text(TOOL)
+    (folder / "convert_hf_to_gguf.py").write_text("# the converter the GGUF steps run\n")
     return folder
 
 
@@ -58,6 +59,11 @@ def version(out: Path) -> str:
     ).stdout
 
 
+def converter(out: Path) -> Path:
+    """Where the lab's GGUF steps find the source's converter in a build folder."""
+    return out / "src" / "llama.cpp" / "convert_hf_to_gguf.py"
+
+
 def test_the_registrys_sdist_builds_as_downloaded(tmp_path: Path) -> None:
     top = tmp_path / "sdist" / "llama_cpp_python-0.3.36"
     source_tree(top / "vendor" / "llama.cpp")
@@ -70,6 +76,7 @@ def test_the_registrys_sdist_builds_as_downloaded(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "building llama.cpp 0c1e57098 (build 11312) for cpu" in done.stdout
     assert version(tmp_path / "out") == "version: 11312 (0c1e57098) cpu 1\n"
+    assert converter(tmp_path / "out").is_file()  # where llama_common.source_dir looks
     again = build(sdist, tmp_path / "out")  # the same source and mode: nothing to do
     assert (
         again.returncode == 0
@@ -85,9 +92,11 @@ def test_a_slimmed_tar_xz_and_a_folder_build_too(tmp_path: Path) -> None:
     done = build(pack(tmp_path / "llama.cpp-0.3.35.tar.xz", tree, "w:xz"), tmp_path / "a")
     assert done.returncode == 0, done.stdout + done.stderr
     assert version(tmp_path / "a") == "version: 10454 (4df29be4f) cpu 1\n"
+    assert converter(tmp_path / "a").is_file()
     done = build(tree, tmp_path / "b")
     assert done.returncode == 0, done.stdout + done.stderr
     assert version(tmp_path / "b") == "version: 10454 (4df29be4f) cpu 1\n"
+    assert converter(tmp_path / "b").is_file()
 
 
 @pytest.mark.parametrize("kind", ["empty tarball", "missing file"])
