@@ -10,7 +10,7 @@ from support import RUN, make_project
 from course.errors import PageError
 from course.pages.context import Problem
 from course.pages.lessons import PageEntry, read_meta, scan
-from course.pages.plugin import report
+from course.pages.state import report
 from course.pages.render import render_page
 
 PAGE = "part-1/tiny.md"
