@@ -67,7 +67,7 @@ def page_problems(site: Written) -> None:
     """Stop the build with every problem the pages found."""
     problems = STATE.problems
     if problems:
-        raise PageError(f"the site did not build: {report(problems)}")
+        raise PageError(f"the site did not build:\n{report(problems)}")
 
 
 _FOOTER_LINK = re.compile(
