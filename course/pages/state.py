@@ -39,7 +39,8 @@ class BuildState:
     site_dir: Path | None = None
     """Where that engine writes the site."""
     rendering: str | None = None
-    """The page whose macros run now (an engine that stops on an error does not say which)."""
+    """The page whose macros run now (Zensical makes its Jinja environment before it names the
+    page)."""
     cards: dict[str, Card] = field(default_factory=dict)
     """Social cards to draw once the pages are written: path in the site -> card."""
 

@@ -19,6 +19,7 @@ folded code to files of their own. The build sets `STATE.root` (the project) and
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,10 @@ from ..errors import PageError
 from .cards import card_name
 from .context import PageContext
 from .deferred import defer_folded_code, write_blocks
+from .lessons import split_front_matter
 from .macros import MACROS
 from .publishing import card_for, opengraph, page_additions, published_url
-from .render import collecting_undefined
+from .render import collecting_undefined, hint
 from .state import STATE, after_macros, open_page
 
 CONTEXT = "rendering_context"
@@ -65,6 +67,7 @@ def define_env(env: Any) -> None:
     """Zensical's macros entry point, called before each page's macros: every registered macro,
     bound to that page."""
     ctx = _context(env.page)
+    STATE.rendering = ctx.src  # for PageUndefined: Zensical renders the page's Jinja next
 
     def bind(name: str) -> Any:
         method = MACROS[name]
@@ -101,13 +104,36 @@ def _page(md: Markdown) -> tuple[Any, dict[str, Any]]:
     return context.page, context.config
 
 
-class _Rendering(Preprocessor):  # type: ignore[misc,unused-ignore]
-    """Before the macros: note the page, so an error that stops Zensical can be told with it."""
+_SYNTAX = re.compile(
+    r"\A# _Macro Syntax Error_\n.*?^_Line (\d+)_: \*\*(.*?)\*\*$", re.DOTALL | re.M
+)
+_RENDERING = re.compile(r"\A# _Macro Rendering Error_\n.*?^_(\w+)_: (.*?)$", re.DOTALL | re.M)
 
-    def run(self, lines: list[str]) -> list[str]:
-        page, _ = _page(self.md)
-        STATE.rendering = str(page.path)
-        return lines
+
+def _dropped(ctx: PageContext) -> int:
+    """The blank lines between the front matter and the body, which Zensical drops before the
+    macros (so its line numbers start after them)."""
+    text = (ctx.root / "docs" / ctx.src).read_text(encoding="utf-8")
+    _, body = split_front_matter(text)
+    if body == text:
+        return 0
+    return body[: len(body) - len(body.lstrip())].count("\n")
+
+
+def _failed(ctx: PageContext, markdown: str) -> bool:
+    """Whether Zensical's macros could not render the page (they then put their report in its
+    place): if so, the error becomes a problem of the page, told as `render_page` tells it."""
+    syntax, rendering = _SYNTAX.match(markdown), _RENDERING.match(markdown)
+    if syntax:
+        where = f"line {int(syntax.group(1)) + _dropped(ctx)} (after the front matter)"
+        name, message = "TemplateSyntaxError", syntax.group(2)
+    elif rendering:
+        where, name, message = "(template)", rendering.group(1), rendering.group(2)
+    else:
+        return False
+    message = html.unescape(message)
+    ctx.problem(where, f"{name}: {message}{hint(message)}")
+    return True
 
 
 class _AfterMacros(Preprocessor):  # type: ignore[misc,unused-ignore]
@@ -120,6 +146,8 @@ class _AfterMacros(Preprocessor):  # type: ignore[misc,unused-ignore]
         src = str(page.path)
         markdown = "\n".join(lines)
         ctx = STATE.pages.get(src)
+        if ctx is not None and _failed(ctx, markdown):
+            return []  # the build fails with the page's problems
         if ctx is not None:  # its macros ran (a page may say `render_macros: false`)
             markdown, data = after_macros(ctx, markdown)
             if data:
@@ -199,9 +227,7 @@ class CourseExtension(Extension):  # type: ignore[misc,unused-ignore]
     """The Markdown extension around a page's macros."""
 
     def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 - Python-Markdown's name
-        """Register a preprocessor before the macros (35), one right after them, and the
-        postprocessor last."""
-        md.preprocessors.register(_Rendering(md), "course_rendering", 36)
+        """Register the preprocessor right after the macros (35), and the postprocessors."""
         md.preprocessors.register(_AfterMacros(md), "course_after_macros", 34)
         md.postprocessors.register(_RawLinks(md), "course_raw_links", 31)
         md.postprocessors.register(_DeferCode(md), "course_deferred", 0)

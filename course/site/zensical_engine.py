@@ -32,7 +32,6 @@ import yaml
 
 from ..errors import PageError, os_message
 from ..pages.lessons import navigation
-from ..pages.render import hint
 from ..pages.state import STATE
 from .mkdocs_engine import CONFIG, SITE_KEYS
 
@@ -111,7 +110,9 @@ def _plugin(entry: Any) -> Any:
         return entry
     settings = dict(entry["macros"] or {}) if isinstance(entry, dict) else {}
     extensions = [*settings.get("j2_extensions", []), f"{ADAPTER}.PageUndefined"]
-    settings.update(module_name=ADAPTER, j2_extensions=extensions, on_error_fail=True)
+    # on_error_fail off: Zensical then puts its report in the page, which the adapter collects as
+    # the page's problem, so one build lists every page it could not render
+    settings.update(module_name=ADAPTER, j2_extensions=extensions, on_error_fail=False)
     return {"macros": settings}
 
 
@@ -167,7 +168,7 @@ def run_zensical(
         with _output_to(log):
             zensical.build(str(stage / CONFIG), {"strict": False, "clean": True})
     except RuntimeError as exc:
-        raise PageError(_failure(str(exc), STATE.rendering)) from None
+        raise PageError(_failure(str(exc))) from None
     finally:
         STATE.root = STATE.site_dir = None
         STATE.figure_cache = STATE.cards_cache = None
@@ -178,13 +179,7 @@ def run_zensical(
     ]
 
 
-def _failure(message: str, page: str | None) -> str:
-    """Zensical's error (a Python exception in a page's rendering, as Rust reports it) as one
-    line naming the page."""
+def _failure(message: str) -> str:
+    """Zensical's error (a Python exception while it rendered, or its own) as one line."""
     first = next((line for line in message.splitlines() if line.strip()), message).strip()
-    if not first.startswith("Python error: "):  # Zensical's own (its templates, its config)
-        return f"the site did not build: zensical: {first}"
-    first = first.removeprefix("Python error: ")
-    where = f"docs/{page}: " if page else ""
-    name, _, text = first.partition(": ")
-    return f"the site did not build:\n{where}{first}{hint(text) if name.endswith('Error') else ''}"
+    return f"the site did not build: zensical: {first.removeprefix('Python error: ')}"
