@@ -28,6 +28,8 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# this file's folder first on the path would make `import zensical` import this file
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
 sys.path.insert(0, str(REPO / "tests"))
 
 from support import ZENSICAL, free_port, make_project, serving  # noqa: E402 - tests/ is on the path
