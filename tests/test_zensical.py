@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import tomllib
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
@@ -238,6 +240,20 @@ def test_pages_zensical_cannot_render_are_named_as_course_check_names_them(tmp_p
     ]
 
 
+@needs_zensical
+def test_a_link_to_nowhere_fails_the_build_naming_its_page_and_line(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    page = root / "docs/part-1/pinned.md"
+    text = page.read_text(encoding="utf-8") + "\nSee [the notes](nope.md).\n"
+    page.write_text(text, encoding="utf-8")
+    line = text.splitlines().index("See [the notes](nope.md).") + 1
+    with pytest.raises(PageError) as caught:  # mkdocs.yml's `strict: true`, read by Zensical
+        build_site(root, root / "site", engine="zensical")
+    assert str(caught.value) == (
+        f"the site did not build:\ndocs/part-1/pinned.md:{line}:17: page does not exist"
+    )
+
+
 @pytest.mark.skipif(ZENSICAL, reason="Zensical is installed here")
 def test_without_zensical_the_build_says_how_to_get_it(tmp_path: Path) -> None:
     root = make_project(tmp_path / "project")
@@ -276,3 +292,34 @@ def test_zensical_s_configuration_is_the_course_s_with_the_adapter(
     assert config["nav"][0] == {  # the outline's, as MkDocs' on_config hook makes it
         "Course": ["index.md", {"Part 1 · Fixtures": [{"1.1 · A tiny cache": "part-1/tiny.md"}]}]
     }
+
+
+NO_MKDOCS = """
+import sys
+from pathlib import Path
+
+sys.modules["mkdocs"] = None  # import mkdocs, or anything under it, fails from here on
+from course.site import build_site
+
+site = build_site(Path(sys.argv[1]), Path(sys.argv[2]), engine=sys.argv[3]).site_dir
+print(len(list(site.rglob("index.html"))), "pages")
+"""
+
+
+def test_the_build_and_the_zensical_adapter_load_without_mkdocs() -> None:
+    """The page logic imports MkDocs in its MkDocs adapter only (which mkdocs-macros loads)."""
+    code = f"import sys; sys.modules['mkdocs'] = None; import course.cli, course.site, {ADAPTER}"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+@needs_zensical
+def test_zensical_builds_the_site_without_mkdocs(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "project")
+    done = subprocess.run(
+        [sys.executable, "-c", NO_MKDOCS, str(root), str(tmp_path / "site"), "zensical"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "11 pages"

@@ -34,12 +34,9 @@ from .publishing import (
     site_files,
 )
 from .render import collecting_undefined
-from .state import STATE, after_macros, open_page, report
+from .state import LENIENT, STATE, after_macros, open_page, report
 
 log = logging.getLogger("mkdocs.course")
-LENIENT = "COURSE_LENIENT"
-
-__all__ = ["LENIENT", "STATE", "report"]
 
 
 def _root(config: Any) -> Path:

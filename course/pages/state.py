@@ -21,6 +21,8 @@ from .lessons import page_meta
 from .outline import load_outline
 from .render import finish, structured_data
 
+LENIENT = "COURSE_LENIENT"
+"""Set while `course serve` previews: the pages' problems are logged, not fatal."""
 FIGURE_CACHE = Path(".cache") / "figures"
 """Where figures are kept between builds, under the project, when the build names no cache."""
 

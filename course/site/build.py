@@ -21,8 +21,7 @@ from typing import Any
 from ..errors import PageError, os_message
 from ..package.lessons import package_lessons
 from ..pages.choose import ChosenPage, lesson_page_runs
-from ..pages.mkdocs_adapter import LENIENT
-from ..pages.state import report
+from ..pages.state import LENIENT, report
 from .after import AFTER_HTML, Written, run_after
 from .check import check_pages
 from .mkdocs_engine import CONFIG, run_mkdocs

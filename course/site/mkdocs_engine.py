@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CourseError, PageError
-from ..pages.mkdocs_adapter import LENIENT
 from ..pages.render import hint
-from ..pages.state import STATE
+from ..pages.state import LENIENT, STATE
 
 CONFIG = "mkdocs.yml"
 SITE_KEYS = ("site_url", "site_name", "site_description", "site_author")

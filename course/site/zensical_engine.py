@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -167,19 +168,56 @@ def run_zensical(
     try:
         with _output_to(log):
             zensical.build(str(stage / CONFIG), {"strict": False, "clean": True})
-    except RuntimeError as exc:
-        raise PageError(_failure(str(exc))) from None
+    except RuntimeError as exc:  # mkdocs.yml's `strict: true` stops it on a warning
+        raise PageError(_failure(str(exc), _issues(_said(log)))) from None
     finally:
         STATE.root = STATE.site_dir = None
         STATE.figure_cache = STATE.cards_cache = None
-    said = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    os.replace(stage / "site", site_dir)
-    return {key: config.get(key) for key in SITE_KEYS}, [
-        f"zensical: {line.strip()}" for line in said if not line.startswith(_QUIET)
+    _moved(stage / "site", site_dir)
+    warned = [f"zensical: {line}" for line in _warnings(_said(log))]
+    return {key: config.get(key) for key in SITE_KEYS}, warned
+
+
+def _moved(built: Path, site_dir: Path) -> None:
+    """What Zensical wrote, into the (empty) site folder of the build."""
+    try:
+        os.replace(built, site_dir)
+    except OSError:  # another file system
+        shutil.copytree(built, site_dir, dirs_exist_ok=True)
+        shutil.rmtree(built, ignore_errors=True)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ISSUE = re.compile(r"^(?:Warning|Error): (?P<what>.+)\n\s*╭─\[ (?P<where>[^\]]+?) \]", re.M)
+
+
+def _said(log: Path) -> str:
+    """What Zensical wrote to its output, without colours."""
+    try:
+        return _ANSI.sub("", log.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return ""
+
+
+def _issues(text: str) -> list[str]:
+    """The issues Zensical reported (links to nowhere...), one line each:
+    `docs/<page>:<line>:<column>: <what>`."""
+    return [f"docs/{m['where']}: {m['what']}" for m in _ISSUE.finditer(text)]
+
+
+def _warnings(text: str) -> list[str]:
+    """Its issues; where it reported none, its other lines but the usual ones."""
+    return _issues(text) or [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith(_QUIET) and "issues found" not in line
     ]
 
 
-def _failure(message: str) -> str:
-    """Zensical's error (a Python exception while it rendered, or its own) as one line."""
+def _failure(message: str, issues: list[str]) -> str:
+    """Zensical's error (what it warned about in strict mode, a Python exception while it
+    rendered, or its own), with each issue it named on a line."""
     first = next((line for line in message.splitlines() if line.strip()), message).strip()
+    if issues:
+        return "the site did not build:\n" + "\n".join(issues)
     return f"the site did not build: zensical: {first.removeprefix('Python error: ')}"
