@@ -25,6 +25,7 @@ from support import NO_ZENSICAL, REPO, RUN, ZENSICAL, make_project
 from course.errors import PageError
 from course.pages.choose import lesson_page_runs
 from course.pages.state import report
+from course.pages.zensical_adapter import from_source
 from course.site import build_site, check_site
 from course.site.zensical_engine import ADAPTER, zensical_config
 
@@ -323,3 +324,22 @@ def test_zensical_builds_the_site_without_mkdocs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "11 pages"
+
+
+@pytest.mark.parametrize(
+    ("url", "src", "read"),
+    [
+        ("../../before-you-start/", "part-1/tiny.md", "../before-you-start/"),
+        ("code/at_length.py.html", "part-1/tiny.md", "tiny/code/at_length.py.html"),
+        ("../../#lesson-x", "part-1/tiny.md", "../#lesson-x"),
+        ("#lesson-x", "part-1/tiny.md", "#lesson-x"),
+        ("https://example.org/", "part-1/tiny.md", "https://example.org/"),
+        ("/abs/", "part-1/tiny.md", "/abs/"),
+        ("part-1/tiny/", "index.md", "part-1/tiny/"),
+        ("../x/", "part-1/index.md", "../x/"),
+    ],
+)
+def test_a_raw_link_is_written_as_zensical_reads_it(url: str, src: str, read: str) -> None:
+    """Zensical reads every relative URL of a page from its source file, one folder above the
+    page's URL (an index page's URL is its folder's)."""
+    assert from_source(url, src) == read
