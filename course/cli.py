@@ -213,18 +213,21 @@ def warn_damaged(root: Path, lessons: list[str] | None = None) -> None:
 @cli.command()
 @click.option(
     "--site-dir",
-    "site_dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where to write the site (default: site/ in the project folder).",
 )
+@click.option(
+    "--engine", type=click.Choice(["mkdocs", "zensical"]), default="mkdocs", help="What writes it."
+)
 @click.pass_obj
 @reports_errors
-def build(root: Path, site_dir: Path | None) -> None:
-    """Build the site (HTML, PDFs, zips) from the committed records into site/."""
+def build(root: Path, site_dir: Path | None, engine: str) -> None:
+    """Build the site (HTML, PDFs, zips) from the committed records into site/ (with MkDocs, or
+    Zensical where it is installed: pip install zensical==0.0.73)."""
     from .site import build_site
 
     warn_damaged(root)
-    result = build_site(root, site_dir)
+    result = build_site(root, site_dir, engine=engine)
     for warning in result.warnings:
         stderr.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     stderr.print(

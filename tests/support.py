@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import importlib.util
 import re
 import shutil
 import socket
@@ -32,6 +33,12 @@ FIXTURES = REPO / "tests" / "fixtures"
 SITE_FIXTURE = FIXTURES / "site"
 COURSE = [sys.executable, "-m", "course"]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ZENSICAL = importlib.util.find_spec("zensical") is not None
+"""Whether Zensical is installed (the `site` extra does not bring it)."""
+NO_ZENSICAL = (
+    "Zensical is not installed here: pip install zensical==0.0.73 (the site extra does not "
+    "bring it) to build and test the site with it"
+)
 RUN = "2026-11-20T090000Z-h200"
 """The fixture lesson's newest good run."""
 OLDER = "2026-11-19T090000Z-h200"

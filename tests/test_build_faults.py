@@ -69,7 +69,7 @@ def test_a_killed_build_ends_its_pdf_workers_and_the_next_build_cleans_up(
 
 
 def test_a_build_folder_whose_builder_lives_is_left_alone(tmp_path: Path) -> None:
-    from course.site import _remove_stale, _started
+    from course.site.build import _remove_stale, _started
 
     mine = tmp_path / f".site.building-{os.getpid()}-{_started(os.getpid())}-abc"
     gone = tmp_path / ".site.building-999999999-12-abc"  # no such process

@@ -114,6 +114,9 @@ class Lean:
         """Drop what only works on screen, and the page's own h1 (the cover holds the title)."""
         for element in self.select(*DROP):
             self.remove(element)
+        for element in self.select("a"):  # Zensical's target of the skip link, empty
+            if element.get("id") == "__skip" and not element.text and not len(element):
+                self.remove(element)
         first = next(
             (e for e in self.article.iter() if e.tag in ("h1", "h2", "h3", "p", "div")), None
         )

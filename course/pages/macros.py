@@ -1,6 +1,6 @@
 """The macros a page calls, as a registry: name -> function of the page's context.
 
-mkdocs-macros (through `plugin.py`) and the HTML-less renderer (`render.py`) bind the same
+The engines' macros (through their adapters) and the HTML-less renderer (`render.py`) bind the same
 functions to a page. A macro never raises: a problem (unknown value, missing record, failing
 claim...) is collected with the page and the call, a visible marker takes its place, and the build
 fails once, listing them all. Only the project's own errors are turned into page problems; any

@@ -1,8 +1,8 @@
 """A page as a whole: its macros rendered against a run, its header, its structured data.
 
 `render_page` is the one way a page's macros are run without mkdocs: `course check`, `course diff`
-and the packaging all call it; the mkdocs build runs the same macros through `plugin.py` and
-finishes each page with the same `finish`.
+and the packaging all call it; a build engine runs the same macros through its adapter
+(`mkdocs_adapter.py`, `zensical_adapter.py`) and finishes each page with the same `finish`.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ from ..console import reports_errors, stderr, stdout
 @click.option("--branch", metavar="NAME", help="As this git branch (e.g. gh-pages), pushed.")
 @click.option("--remote", default="origin", show_default=True, help="With --branch: where to.")
 @click.option("-m", "--message", help="With --branch: the commit message.")
+@click.option(
+    "--engine", type=click.Choice(["mkdocs", "zensical"]), default="mkdocs", help="What builds it."
+)
 @click.pass_obj
 @reports_errors
 def publish(
@@ -24,12 +27,13 @@ def publish(
     branch: str | None,
     remote: str,
     message: str | None,
+    engine: str,
 ) -> None:
     """Build the site for its real address, check every internal link, and deploy it."""
     from .pipeline import publish as publish_site
     from .pipeline import summary
 
-    done = publish_site(root, site_url, to, branch, remote, message)
+    done = publish_site(root, site_url, to, branch, remote, message, engine=engine)
     for line in summary(done):
         stderr.print(line, highlight=False, soft_wrap=True)
     stdout.print(f"published: {done.where}", highlight=False)

@@ -100,15 +100,17 @@ def publish(
     remote: str = "origin",
     message: str | None = None,
     jobs: int | None = None,
+    engine: str = "mkdocs",
 ) -> Published:
-    """Build the site for its real address, check it, and deploy it to a folder or a branch."""
+    """Build the site for its real address with `engine`, check it, and deploy it to a folder or
+    a branch."""
     if (to is None) == (branch is None):
         raise PublishError("say where to publish: --to DIR (a folder) or --branch NAME (git)")
     url = checked_url(site_url, "--site-url") if site_url else None
     if url is None:
         url = checked_url(configured_url(root), f"site_url in {CONFIG}")
     staging = root / STAGING
-    built = build_site(root, staging, site_url=url, jobs=jobs)
+    built = build_site(root, staging, site_url=url, jobs=jobs, engine=engine)
     report = check_links(built.site_dir, url)
     if report.broken:
         shown = "\n".join(f"  - {line}" for line in report.broken)

@@ -1,5 +1,5 @@
 """The fixture site in Debian's Chromium, driven by Playwright: the checks, the progress line,
-copy, axe.
+copy, axe; built by each engine (MkDocs; Zensical where it is installed, else skipped, saying so).
 
 The site is served on 127.0.0.1 (instant navigation does not work on file://); every request the
 browser makes is recorded, and none may leave that server.
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import CHROMIUM, SITE_FIXTURE, free_port, make_project, serving
+from support import CHROMIUM, NO_ZENSICAL, SITE_FIXTURE, ZENSICAL, free_port, make_project, serving
 
 from course.site import build_site
 
@@ -20,9 +20,15 @@ pytestmark = pytest.mark.browser
 LESSON = "part-1/tiny/"
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The fixture site, built for and served at one local address.
+ENGINES = [
+    "mkdocs",
+    pytest.param("zensical", marks=pytest.mark.skipif(not ZENSICAL, reason=NO_ZENSICAL)),
+]
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The fixture site, built by one engine for and served at one local address.
 
     Material's instant navigation matches links against sitemap.xml, whose URLs come from
     site_url with the host swapped for the page's but not the port: build for the real address.
@@ -31,7 +37,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("COURSE_SITE_URL", f"http://127.0.0.1:{port}/")
-        result = build_site(root, root / "site")
+        result = build_site(root, root / "site", engine=request.param)
     with serving(result.site_dir, port) as url:
         yield url
 

@@ -10,8 +10,8 @@ from support import RUN, make_project
 from course.errors import PageError
 from course.pages.context import Problem
 from course.pages.lessons import PageEntry, read_meta, scan
-from course.pages.plugin import report
 from course.pages.render import render_page
+from course.pages.state import report
 
 PAGE = "part-1/tiny.md"
 
