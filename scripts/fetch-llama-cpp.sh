@@ -3,7 +3,8 @@
 # registry's llama-cpp-python sdist vendors, slim it and pack it for a GPU host with no network:
 #   bash scripts/fetch-llama-cpp.sh VERSION [DEST]        (DEST defaults to .cache/sources/, where `course run` looks)
 # writes DEST/llama.cpp-VERSION.tar.xz (top folder llama.cpp/) and DEST/llama.cpp-VERSION.json
-# (version, commit, build number when known, sha256, size). lab/kv-cache/llama_build.sh builds it.
+# (version, commit, build number when known, sha256, size). lab/common/llamakit/llama_build.sh
+# builds it.
 #
 # Where the commit comes from: the sdist ships the superproject's git folder, including the
 # submodule's own git folder, so `.git/modules/vendor/llama.cpp/HEAD` names the vendored commit;

@@ -33,15 +33,9 @@ from labkit.results import write_results
 from labkit.timing import Spread
 from labkit.units import human
 
-from llama_common import (
-    GpuMemory,
-    build_of,
-    gguf_summary,
-    kv_bytes_per_token,
-    llama_dir,
-    tool,
-    version,
-)
+from llamakit import bench as bench_json
+from llamakit import gguf, tools
+from llamakit.gpu import GpuMemory
 
 BENCH = "qwen3-0_6b:q8_0,qwen3-8b:q4_k_m,qwen3-8b:bf16"
 DEPTHS, CPU_DEPTHS = "0,2048,8192,16384", "0,128,512"
@@ -62,36 +56,16 @@ def bandwidth(given: float | None, decode_json: Path) -> tuple[Spread | float | 
     return None, "none (pass --bandwidth GB/s or run decode_speed.py first)"
 
 
-def speed(row: dict[str, Any]) -> Spread:
-    """Tokens per second of one test with its spread: llama-bench's own repetitions (samples_ts,
-    one per repetition of -r); a JSON without them gives its average alone."""
-    samples = [float(x) for x in row.get("samples_ts") or []]
-    return Spread.of(samples or [float(row["avg_ts"])])
-
-
-def parse_bench(text: str) -> list[dict[str, Any]]:
-    """llama-bench's `-o json` output: one entry per test (here, per depth)."""
-    start = text.find("[")
-    check(start >= 0, "llama-bench printed no JSON array")
-    rows = json.loads(text[start:])
-    check(isinstance(rows, list) and bool(rows), "llama-bench's JSON holds no results")
-    return rows
-
-
 def score(
     rows: list[dict[str, Any]], summary: dict[str, Any], bw: Spread | float | None, gpu: bool
 ) -> dict[str, Any]:
     """Tokens per second per depth against the bytes bound; checked where the bound is physical."""
-    per_token = kv_bytes_per_token(summary, "f16")
+    per_token = gguf.kv_bytes_per_token(summary, "f16")
     weights = summary["read_bytes_per_token"]
     depths: dict[str, Any] = {}
-    for row in rows:
-        check(
-            row.get("n_prompt", 0) == 0 and row.get("n_gen", 0) > 0,
-            "expected decode-only tests (-p 0 -n N)",
-        )
-        depth, n_gen = int(row.get("n_depth", 0)), int(row["n_gen"])
-        tok_s = speed(row)
+    for depth, row in bench_json.decode_rows(rows).items():  # decode-only tests (-p 0 -n N)
+        n_gen = int(row["n_gen"])
+        tok_s = bench_json.speed(row)  # over llama-bench's repetitions (samples_ts, one per -r)
         check(tok_s.min > 0, f"llama-bench gave {tok_s.min} tok/s at depth {depth}")
         # the timed tokens sit at depths depth .. depth + n_gen - 1: bound at their mean
         read = weights + (depth + (n_gen - 1) / 2) * per_token
@@ -133,7 +107,7 @@ def score(
 def main() -> None:
     parser = devices.arguments(__doc__)  # --device: cuda (all layers on the GPU) or cpu
     parser.add_argument(
-        "--llama", help="llama.cpp folder made by llama_build.sh (else $LLAMA_CPP_DIR)"
+        "--llama", help="llama.cpp folder made by llamakit/llama_build.sh (else $LLAMA_CPP_DIR)"
     )
     parser.add_argument("--gguf", default="gguf", help="folder of llama_gguf.py's files")
     parser.add_argument("--bench", default=BENCH, help="model:format pairs, comma-separated")
@@ -151,13 +125,10 @@ def main() -> None:
     gpu = args.device.startswith("cuda")
     depths = args.depths or (DEPTHS if gpu else CPU_DEPTHS)
     n_gen = args.tokens or (64 if gpu else 16)
-    bench = tool("llama-bench", llama_dir(args.llama))
-    # the llama.cpp build (its number and commit), as llama-server and llama-bench print it
-    try:
-        server: str | None = tool("llama-server", llama_dir(args.llama))
-    except SystemExit:  # llama-bench alone: it prints the same build
-        server = None
-    built = build_of(version(server or bench)) | {"from": Path(server or bench).name}
+    folder = tools.llama_dir(args.llama)
+    bench = tools.tool("llama-bench", folder)
+    # the llama.cpp build (its number and commit), as llama-server (else llama-bench) prints it
+    built = tools.describe_build(folder, "llama-server", "llama-bench")
     print(f"llama-bench: {bench}\n{built['from']} --version: {built['version']}")
     bw, source = bandwidth(args.bandwidth, Path("results") / "decode.json")
     print(
@@ -183,7 +154,7 @@ def main() -> None:
             path.exists(),
             f"{path} not found: make it with llama_gguf.py (--quants for other formats)",
         )
-        summary = gguf_summary(path)
+        summary = gguf.summary(path)
         cmd = [
             bench,
             "-m",
@@ -210,10 +181,10 @@ def main() -> None:
         if out.returncode != 0:
             print(out.stderr[-3000:], file=sys.stderr)
             check(False, f"llama-bench failed (status {out.returncode}): {' '.join(cmd)}")
-        rows = parse_bench(out.stdout)
+        rows = bench_json.parse(out.stdout)
         got = score(rows, summary, bw, gpu)
         name = f"{key}-{fmt}"
-        per_token = kv_bytes_per_token(summary, "f16")
+        per_token = gguf.kv_bytes_per_token(summary, "f16")
         row = {
             "file": str(path),
             "file_bytes": summary["file_bytes"],

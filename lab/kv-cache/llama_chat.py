@@ -16,7 +16,7 @@ system prompt starts with "Run N."), so every prefill time is written with its s
 
 Random weights write nonsense, so by default turn 2 carries step 3's fixed reply as the
 assistant's answer (--reply story); with real weights, --reply generated sends the model's own.
-Only the standard library is used (urllib).
+Only the standard library is used (urllib, through llamakit/server.py).
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,8 @@ from labkit.checks import check
 from labkit.results import write_results
 from labkit.timing import Spread
 
-from llama_common import GpuMemory
+from llamakit.gpu import GpuMemory
+from llamakit.server import Server
 from story import FOLLOW_UP, QUESTION, SYSTEM, make_document, reply_text
 
 LABEL_TOKENS = 8  # turn 1 may share the start of the system prompt ("Run N.") with an earlier run
@@ -49,41 +48,9 @@ TIMING_KEYS = (
 )
 
 
-class Server:
-    """A llama-server at host:port, spoken to with urllib."""
-
-    def __init__(self, host: str, port: int, timeout: float) -> None:
-        self.base, self.timeout = f"http://{host}:{port}", timeout
-
-    def call(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """GET (no body) or POST a JSON body; the JSON answer."""
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            self.base + path, data=data, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read())
-        except urllib.error.HTTPError as err:
-            check(False, f"{path} answered {err.code}: {err.read()[:500]!r}")
-            raise
-
-    def wait(self, seconds: float) -> None:
-        """Wait until /health answers 200 (the model is loaded)."""
-        deadline = time.monotonic() + seconds
-        while True:
-            try:
-                with urllib.request.urlopen(self.base + "/health", timeout=5) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            check(time.monotonic() < deadline, f"no llama-server answering at {self.base}/health")
-            time.sleep(0.5)
-
-    def count(self, text: str) -> int:
-        """Tokens of `text` as the server's model tokenizes it (no special-token parsing)."""
-        return len(self.call("/tokenize", {"content": text})["tokens"])
+def count(server: Server, text: str) -> int:
+    """Tokens of `text` as the server's model tokenizes it (no special-token parsing)."""
+    return len(server.call("/tokenize", {"content": text})["tokens"])
 
 
 def chat(
@@ -223,7 +190,7 @@ def main() -> None:
     if n_ctx:  # leave room in the slot for the reply, the follow-up and the answers
         want = min(want, int(0.8 * n_ctx) - 3 * args.max_tokens - 200)
     check(want > 50, f"a context of {n_ctx} tokens per slot leaves no room for the document")
-    document, facts = make_document(want, server.count)
+    document, facts = make_document(want, lambda text: count(server, text))
     repeats = args.repeats or (2 if args.tiny else 5)
 
     def opening(run: int) -> list[dict[str, str]]:
@@ -258,7 +225,7 @@ def main() -> None:
     if args.save_responses:
         with open(args.save_responses, "w") as f:
             json.dump({"turn1": r1, "turn2": r2, "turn2_scratch": r0}, f, indent=2, sort_keys=True)
-    doc_tokens = server.count(document)
+    doc_tokens = count(server, document)
     runs = [summarize(*a, gpu=args.device.startswith("cuda")) for a in answers]
     got = runs[0]
     for other in runs[1:]:  # every chat the same tokens: only the times differ

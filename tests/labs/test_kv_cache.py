@@ -24,6 +24,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "lab" / "kv-cache"
 KIT = REPO / "lab" / "common" / "labkit"
+LLAMAKIT = REPO / "lab" / "common" / "llamakit"
 GPU_SCRIPTS = {
     "gpu_check": "gpu_check",
     "prefix_reuse": "prefix",
@@ -108,11 +109,13 @@ def tiny(name: str) -> dict[str, Any]:
 
 
 def copy_lab(dest: Path) -> Path:
-    """A fresh copy of the lab folder with the lab kit beside its scripts as `labkit/` (what
-    `include:` does), so results/ is written outside the repository."""
+    """A fresh copy of the lab folder with the lab kit and the llama.cpp kit beside its scripts as
+    `labkit/` and `llamakit/` (what `include:` does), so results/ is written outside the
+    repository."""
     skip = shutil.ignore_patterns("results", "__pycache__")
     shutil.copytree(LAB, dest, ignore=skip)
     shutil.copytree(KIT, dest / "labkit", ignore=skip)
+    shutil.copytree(LLAMAKIT, dest / "llamakit", ignore=skip)
     return dest
 
 

@@ -1,8 +1,9 @@
 """The llama.cpp steps of lesson 2.4's lab, without building llama.cpp.
 
-The parsers read real transcripts recorded with llama.cpp b11312 (0c1e57098, the one that
-llama-cpp-python 0.3.36 vendors) on a CPU, in tests/fixtures/llama/ (see its README.md); the
-scripts run as real processes against stand-ins for llama-server and llama-bench. The full path
+The parsers (the lab's own and the llama.cpp kit's, lab/common/llamakit/, which the lab includes)
+read real transcripts recorded with llama.cpp b11312 (0c1e57098, the one that llama-cpp-python
+0.3.36 vendors) on a CPU, in tests/fixtures/llama/ (see its README.md); the scripts run as real
+processes against stand-ins for llama-server and llama-bench. The full path
 (fetch, CPU build, GGUF files, server, chat, bench) is `bash tests/labs/llama_slow_test.sh`.
 """
 
@@ -28,6 +29,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "lab" / "kv-cache"
+LLAMAKIT = ROOT / "lab" / "common" / "llamakit"
 FIX = ROOT / "tests" / "fixtures" / "llama"
 MIB = 2**20
 
@@ -44,32 +46,29 @@ def per_token(cfg: dict[str, Any]) -> int:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the lab, so results/ and __pycache__ land outside the repository."""
+    """A copy of the lab with both kits beside its scripts (what lab.yml's `include:` does), so
+    results/ and __pycache__ land outside the repository."""
     dest = tmp_path_factory.mktemp("lab") / "kv-cache"
     shutil.copytree(LAB, dest, ignore=shutil.ignore_patterns("results", "__pycache__", "gguf"))
-    kit = ROOT / "lab" / "common" / "labkit"
-    shutil.copytree(kit, dest / "labkit", ignore=shutil.ignore_patterns("__pycache__"))
+    for kit in (ROOT / "lab" / "common" / "labkit", LLAMAKIT):
+        shutil.copytree(kit, dest / kit.name, ignore=shutil.ignore_patterns("__pycache__"))
     return dest
 
 
 @pytest.fixture(scope="module")
 def mods(lab: Path) -> Iterator[dict[str, ModuleType]]:
-    """The lab's llama.cpp modules, imported from the copy."""
+    """The lab's llama.cpp modules and the kit's they use, imported from the copy (the kit's by
+    their names in it: `logs`, `gguf`, `tools`, `bench`)."""
     sys.path.insert(0, str(lab))
-    names = [
-        "kvlab",
-        "story",
-        "llama_common",
-        "llama_chat",
-        "llama_bench",
-        "llama_kvlog",
-        "llama_gguf",
-    ]
+    names = ["kvlab", "story", "llama_chat", "llama_bench", "llama_kvlog", "llama_gguf"]
+    kit = ["logs", "gguf", "tools", "bench"]
     try:
-        yield {n: importlib.import_module(n) for n in names}
+        yield {n: importlib.import_module(n) for n in names} | {
+            n: importlib.import_module(f"llamakit.{n}") for n in kit
+        }
     finally:
         sys.path.remove(str(lab))
-        for n in names:
+        for n in [*names, "llamakit", *(f"llamakit.{n}" for n in kit)]:
             sys.modules.pop(n, None)
 
 
@@ -92,9 +91,8 @@ def run(
 
 @pytest.mark.parametrize("cells", [4096, 32768])
 def test_kv_line_of_a_recorded_server_log(mods: dict[str, ModuleType], cells: int) -> None:
-    text = (FIX / f"server-qwen3-0_6b-{cells}.log").read_text()
-    kv = mods["llama_common"].kv_from_log(text)
     cfg = config("Qwen3-0.6B")
+    kv = mods["llama_kvlog"].read_log(FIX / f"server-qwen3-0_6b-{cells}.log", cfg)
     assert kv["cells"] == cells
     assert kv["layers"] == cfg["num_hidden_layers"]
     assert kv["bytes"] == cells * per_token(cfg)  # 448 MiB and 3,584 MiB
@@ -102,10 +100,11 @@ def test_kv_line_of_a_recorded_server_log(mods: dict[str, ModuleType], cells: in
     assert (kv["k_type"], kv["v_type"]) == ("f16", "f16")
     assert kv["bytes_per_cell"] == per_token(cfg)
     assert kv["buffers"] == [{"buffer": "CPU", "bytes": kv["bytes"]}]
+    assert kv["predicted_bytes"] == kv["bytes"] and kv["bytes_per_token_paper"] == per_token(cfg)
 
 
 def test_kv_line_variants(mods: dict[str, ModuleType]) -> None:
-    parse = mods["llama_common"].parse_kv_log
+    parse = mods["logs"].kv_lines
     gpu = (
         "0.01.2 I llama_kv_cache:      CUDA0 KV buffer size =  4608.00 MiB\n"
         "0.01.3 I llama_kv_cache: size = 4608.00 MiB ( 32768 cells,  36 layers,  1/1 seqs), "
@@ -114,7 +113,7 @@ def test_kv_line_variants(mods: dict[str, ModuleType]) -> None:
     (kv,) = parse(gpu)
     assert (kv["cells"], kv["layers"], kv["seqs"], kv["streams"]) == (32768, 36, 1, 1)
     assert (kv["k_type"], kv["v_type"]) == ("q8_0", "f16")
-    assert kv["buffers"] == [{"buffer": "CUDA0", "bytes": 4608 * MIB}]
+    assert mods["logs"].buffers(gpu) == {"KV": {"CUDA0": 4608 * MIB}}
     assert parse("llama_kv_cache: size = 1.00 MiB (4096 cells)") == []  # not the whole line
 
 
@@ -122,7 +121,7 @@ def test_a_log_without_the_kv_line_says_which_flag_prints_it(mods: dict[str, Mod
     text = (FIX / "server-qwen3-0_6b-4096.log").read_text()
     default = "\n".join(ln for ln in text.splitlines() if " I llama_kv_cache" not in ln)
     with pytest.raises(SystemExit, match="-lv 4"):
-        mods["llama_common"].kv_from_log(default)
+        mods["logs"].kv_cache(default)
 
 
 def test_kvlog_script_writes_both_sizes(lab: Path) -> None:
@@ -381,7 +380,7 @@ def test_bench_parse_and_bound(
 ) -> None:
     bench = mods["llama_bench"]
     text = "some log line\n" + (FIX / "bench-qwen3-0_6b-q8_0.json").read_text()
-    rows = bench.parse_bench(text)
+    rows = mods["bench"].parse(text)
     assert [r["n_depth"] for r in rows] == [0, 128, 512]
     bw = 4.25e12
     got = bench.score(rows, q8_summary(rows), bw, gpu=False)
@@ -475,7 +474,7 @@ def test_gguf_reader(tmp_path: Path, mods: dict[str, ModuleType]) -> None:
     ]
     path = tmp_path / "t.gguf"
     write_gguf(path, meta, tensors)
-    common = mods["llama_common"]
+    common = mods["gguf"]
     g = common.read_gguf(path)
     assert g["metadata"]["tokenizer.ggml.tokens"] == 3  # arrays: their length
     sizes = {n: t["bytes"] for n, t in g["tensors"].items()}
@@ -485,7 +484,7 @@ def test_gguf_reader(tmp_path: Path, mods: dict[str, ModuleType]) -> None:
         "blk.0.attn_norm.weight": 256 * 4,
         "output.weight": 256_000 * 2,
     }
-    s = common.gguf_summary(path)
+    s = common.summary(path)
     assert s["tensor_bytes"] == sum(sizes.values())
     assert s["weights"] == 256_000 + 256 * 64 + 256 + 256_000
     assert (
@@ -495,7 +494,7 @@ def test_gguf_reader(tmp_path: Path, mods: dict[str, ModuleType]) -> None:
     assert common.kv_bytes_per_token(s) == 2 * 2 * 2 * 16 * 2
     # without an output matrix the embedding table is the output and is read whole
     write_gguf(path, meta, tensors[:3])
-    tied = common.gguf_summary(path)
+    tied = common.summary(path)
     assert tied["tied_embeddings"] and tied["read_bytes_per_token"] == tied["tensor_bytes"]
     path.write_bytes(b"GGML" + path.read_bytes()[4:])
     with pytest.raises(ValueError, match="not a GGUF"):
@@ -579,7 +578,7 @@ def test_bench_script_with_a_stand_in_llama_bench(lab: Path, tmp_path: Path) -> 
 def test_the_llama_cpp_build_is_read_from_its_version_line(
     mods: dict[str, ModuleType], line: str, number: int | None, commit: str | None
 ) -> None:
-    built = mods["llama_common"].build_of(line)
+    built = mods["tools"].build_of(line)
     assert (built["build_number"], built["build_commit"], built["version"]) == (
         number,
         commit,
@@ -589,7 +588,7 @@ def test_the_llama_cpp_build_is_read_from_its_version_line(
 
 def test_build_script_refuses_an_unknown_mode(tmp_path: Path) -> None:
     out = subprocess.run(
-        ["bash", str(LAB / "llama_build.sh"), "x.tar.xz", str(tmp_path), "rocm"],
+        ["bash", str(LLAMAKIT / "llama_build.sh"), "x.tar.xz", str(tmp_path), "rocm"],
         check=False,
         capture_output=True,
         text=True,
@@ -600,12 +599,18 @@ def test_build_script_refuses_an_unknown_mode(tmp_path: Path) -> None:
 def test_tools_are_found_in_a_build_folder_or_not_at_all(
     tmp_path: Path, mods: dict[str, ModuleType]
 ) -> None:
-    common = mods["llama_common"]
+    common = mods["tools"]
     (tmp_path / "bin").mkdir()
     exe = tmp_path / "bin" / "llama-server"
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
     assert common.tool("llama-server", tmp_path) == str(exe)
+    # the source's converter, where llama_build.sh links the source (llama_gguf.py runs it)
+    assert common.source_dir(tmp_path) is None and common.source_dir(None) is None
+    tree = tmp_path / "src" / "llama.cpp"
+    tree.mkdir(parents=True)
+    (tree / "convert_hf_to_gguf.py").write_text("# the converter\n")
+    assert common.source_dir(tmp_path) == tree
     env_path = os.environ.get("PATH", "")
     try:
         os.environ["PATH"] = str(tmp_path / "nothing")

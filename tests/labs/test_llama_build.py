@@ -1,24 +1,28 @@
-"""lab/kv-cache/llama_build.sh takes the source as a learner has it: the registry's sdist
-(`pip download --no-binary :all: llama-cpp-python==V`: a .tar.gz with llama.cpp under
-vendor/llama.cpp and the submodule's git folder), a slimmed .tar.xz with llama.cpp/ on top, or a
-folder. The source here is a stand-in with llama.cpp's layout and build targets (three small C
-programs printing the build they were given), so CMake really configures and compiles in seconds;
-the real source is built by the slow suite (tests/labs/llama_slow_test.sh)."""
+"""lab/common/llamakit/llama_build.sh, the build lessons 2.4, 3.2 and 3.3 run, takes the source as
+a learner has it: the registry's sdist (`pip download --no-binary :all: llama-cpp-python==V`: a
+.tar.gz with llama.cpp under vendor/llama.cpp and the submodule's git folder), a slimmed .tar.xz
+with llama.cpp/ on top, or a folder. The source here is a stand-in with llama.cpp's layout and
+build targets (four small C programs printing the build they were given), so CMake really
+configures and compiles in seconds; the real source is built by the slow suite
+(tests/labs/llama_slow_test.sh)."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "lab" / "kv-cache" / "llama_build.sh"
+KIT = Path(__file__).resolve().parents[2] / "lab" / "common"
+SCRIPT = KIT / "llamakit" / "llama_build.sh"
 COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"  # llama-cpp-python 0.3.36's, build 11312
 CMAKE = """cmake_minimum_required(VERSION 3.18)
 project(llama_stand_in C)
 set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
-foreach(tool llama-bench llama-server llama-quantize)
+foreach(tool llama-bench llama-server llama-quantize llama-perplexity)
   add_executable(${tool} tool.c)
   target_compile_definitions(${tool} PRIVATE COMMIT="${LLAMA_BUILD_COMMIT}"
     NUMBER=${LLAMA_BUILD_NUMBER} CPU_ONLY=$<NOT:$<BOOL:${GGML_CUDA}>>)
@@ -60,8 +64,15 @@ def version(out: Path) -> str:
 
 
 def converter(out: Path) -> Path:
-    """Where the lab's GGUF steps find the source's converter in a build folder."""
-    return out / "src" / "llama.cpp" / "convert_hf_to_gguf.py"
+    """The source's converter in a build folder, where the kit's tools.source_dir finds it for
+    lesson 2.4's GGUF steps: out/src/llama.cpp, whatever the layout the source came in."""
+    sys.path.insert(0, str(KIT))
+    try:
+        found = importlib.import_module("llamakit.tools").source_dir(out)
+    finally:
+        sys.path.remove(str(KIT))
+    assert found == out / "src" / "llama.cpp", found
+    return found / "convert_hf_to_gguf.py"
 
 
 def test_the_registrys_sdist_builds_as_downloaded(tmp_path: Path) -> None:
@@ -76,13 +87,21 @@ def test_the_registrys_sdist_builds_as_downloaded(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "building llama.cpp 0c1e57098 (build 11312) for cpu" in done.stdout
     assert version(tmp_path / "out") == "version: 11312 (0c1e57098) cpu 1\n"
-    assert converter(tmp_path / "out").is_file()  # where llama_common.source_dir looks
+    assert converter(tmp_path / "out").is_file()
+    assert sorted(p.name for p in (tmp_path / "out" / "bin").iterdir()) == [
+        "llama-bench", "llama-perplexity", "llama-quantize", "llama-server",
+    ]  # fmt: skip
     again = build(sdist, tmp_path / "out")  # the same source and mode: nothing to do
     assert (
         again.returncode == 0
         and "already built" in again.stdout
         and "nothing to do" in again.stdout
     )
+    # a folder built before the source was linked there is built again, and linked
+    (tmp_path / "out" / "src" / "llama.cpp").unlink()
+    again = build(sdist, tmp_path / "out")
+    assert again.returncode == 0 and "already built" not in again.stdout, again.stdout
+    assert converter(tmp_path / "out").is_file()
 
 
 def test_a_slimmed_tar_xz_and_a_folder_build_too(tmp_path: Path) -> None:

@@ -109,11 +109,11 @@ def test_lesson_24s_llama_cpp_comes_in_order_and_every_step_runs_without_a_gpu(z
     assert sections[get].blocks == [
         "pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "
         "$HOME/llama.cpp-source\n"
-        "bash llama_build.sh $HOME/llama.cpp-source/llama_cpp_python-0.3.36.tar.gz "
+        "bash llamakit/llama_build.sh $HOME/llama.cpp-source/llama_cpp_python-0.3.36.tar.gz "
         "$HOME/llama.cpp cuda\n"
         "export LLAMA_CPP_DIR=$HOME/llama.cpp\n"
         'export PATH="$HOME/llama.cpp/bin:$PATH"',
-        "bash llama_build.sh $HOME/llama.cpp-source/llama_cpp_python-0.3.36.tar.gz "
+        "bash llamakit/llama_build.sh $HOME/llama.cpp-source/llama_cpp_python-0.3.36.tar.gz "
         "$HOME/llama.cpp cpu",
     ]
     # both build times count: the GPU build as recorded, the CPU one as lab.yml declares it

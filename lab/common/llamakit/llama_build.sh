@@ -9,7 +9,8 @@
 #     it (with LLAMA_COMMIT and LLAMA_BUILD_NUMBER files);
 #   - a folder holding llama.cpp's source (its CMakeLists.txt), such as a git clone.
 # The binaries land in BUILD_DIR/bin/: put that folder on your PATH, or set LLAMA_CPP_DIR to
-# BUILD_DIR (the lab's scripts look there). A second call with the same source and mode finds
+# BUILD_DIR (the lab's scripts look there); BUILD_DIR/src/llama.cpp is the source, whatever
+# layout it came in (convert_hf_to_gguf.py and gguf-py are found there). A second call with the same source and mode finds
 # them and builds nothing. On a rented pod you may instead download a prebuilt release from
 # https://github.com/ggml-org/llama.cpp/releases (it has the same four programs).
 # Needs CMake >= 3.18, a C/C++ compiler, Ninja or make, and for cuda the CUDA toolkit (nvcc).
@@ -47,6 +48,7 @@ bins=(llama-bench llama-server llama-quantize llama-perplexity)
 if [ -f "$build_dir/stamp" ] && [ "$(cat "$build_dir/stamp")" = "$stamp" ]; then
   ok=1
   for b in "${bins[@]}"; do [ -x "$build_dir/bin/$b" ] || ok=0; done
+  [ -e "$build_dir/src/llama.cpp" ] || ok=0  # a build from before the source's link: again
   if [ $ok = 1 ]; then
     echo "llama.cpp already built in $build_dir ($mode${arch:+, sm_$arch}): nothing to do"
     "$build_dir/bin/llama-server" --version 2>&1 | head -2
@@ -78,6 +80,9 @@ else
   esac
 fi
 [ -f "$src/CMakeLists.txt" ] || { echo "llama_build.sh: no llama.cpp source (CMakeLists.txt) in $source" >&2; exit 1; }
+# the lab's scripts find the source (convert_hf_to_gguf.py, gguf-py) at DIR/src/llama.cpp, whatever
+# the layout it came in (the sdist keeps it under llama_cpp_python-VERSION/vendor/llama.cpp)
+[ -e "$build_dir/src/llama.cpp" ] || ln -s "$(cd "$src" && pwd)" "$build_dir/src/llama.cpp"
 [[ $commit =~ ^[0-9a-f]{40}$ ]] || commit=$(cat "$src/LLAMA_COMMIT" 2> /dev/null || echo unknown)
 # llama.cpp's build number (release tag bNNNN) counts commits, which a source without git history
 # cannot: read it from the slimmed source, else from the releases the lab was recorded with

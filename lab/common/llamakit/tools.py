@@ -1,7 +1,8 @@
-"""Finding llama.cpp's programs and the build they come from.
+"""Finding llama.cpp's programs, its source and the build they come from.
 
 Where llama.cpp comes from, in order: --llama DIR, $LLAMA_CPP_DIR, then the PATH. DIR is what
-llamakit/llama_build.sh built (DIR/bin/llama-server, ...) or an unpacked release.
+llamakit/llama_build.sh built (DIR/bin/llama-server, ..., and the source at DIR/src/llama.cpp)
+or an unpacked release.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def llama_dir(given: str | None) -> Path | None:
 
 
 def tool(name: str, folder: Path | None) -> str:
-    """The path of a llama.cpp program (llama-server, llama-bench, llama-perplexity)."""
+    """The path of a llama.cpp program (llama-server, llama-bench, llama-quantize, ...)."""
     if folder is not None:
         for cand in (folder / "bin" / name, folder / name, folder / "build" / "bin" / name):
             if cand.is_file() and os.access(cand, os.X_OK):
@@ -34,6 +35,17 @@ def tool(name: str, folder: Path | None) -> str:
             " (or download a release) and pass --llama DIR or set LLAMA_CPP_DIR"
         )
     return found
+
+
+def source_dir(folder: Path | None) -> Path | None:
+    """llama.cpp's source tree in a build folder (for convert_hf_to_gguf.py and gguf-py), or
+    None when there is none (a prebuilt release, or programs on the PATH)."""
+    if folder is None:
+        return None
+    for cand in (folder / "src" / "llama.cpp", folder):
+        if (cand / "convert_hf_to_gguf.py").is_file():
+            return cand
+    return None
 
 
 def version(binary: str) -> str:
