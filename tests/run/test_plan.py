@@ -37,7 +37,7 @@ def test_declaring_scales_reruns_nothing(project: Path, course: CourseRun) -> No
 def test_labs_that_declare_scales_still_hash_as_recorded(lesson: str) -> None:
     """Lesson 2.3 declares `scales:`; its committed runs' steps still hash the same. (Lesson
     2.4's size step now captures bytes_per_token_06b from its JSON file, and its llama.cpp steps
-    read llama_build.sh: they re-run on its next run.)"""
+    read the llama.cpp kit's files: they re-run on its next run.)"""
     root = Path(__file__).resolve().parents[2]
     lab = load_lab(root / "lab" / lesson / "lab.yml")
     assert any(c.scales for s in lab.lab.steps for c in s.capture.values())
