@@ -2,7 +2,8 @@
    the landing page's progress per lesson with "continue where you left off".
    Answers are kept in localStorage under the site's base path, the page and the check id; only
    the first answer of each check counts. A lesson page also notes itself as the last one read.
-   Folded code blocks are fetched when unfolded.
+   Folded code blocks are fetched when unfolded, and a calculator's script (calculator.js) when
+   its form comes near the screen or is touched.
    Without this script the checks stay readable: the question, the options and, in a collapsed
    block, the answer; the landing page lists the lessons without the reader's progress; a folded
    code block is a link that opens the code. */
@@ -230,6 +231,47 @@
     }
   }, true);
 
+  /* A calculator (course/pages/calculators/) costs nothing until it is used: its script comes
+     when its form nears the screen or takes the focus or a touch, once for the whole visit. */
+  var CALCULATOR_SRC = (function () {
+    var script = document.currentScript;
+    return script && script.src ? new URL("calculator.js", script.src).href : null;
+  })();
+  var calculatorScript = null;
+  function calculatorReady() {
+    if (!calculatorScript) {
+      calculatorScript = new Promise(function (resolve, reject) {
+        var tag = document.createElement("script");
+        tag.src = CALCULATOR_SRC;
+        tag.async = true;
+        tag.onload = function () { resolve(window.CourseCalculator); };
+        tag.onerror = function () { calculatorScript = null; reject(new Error("calculator.js")); };
+        document.body.appendChild(tag);
+      });
+    }
+    return calculatorScript;
+  }
+  function startCalculator(form) {
+    if (form.getAttribute("data-calc-state") || !CALCULATOR_SRC) return;
+    form.setAttribute("data-calc-state", "loading");
+    calculatorReady().then(function (calc) { calc.mount(form); }, function () {
+      form.removeAttribute("data-calc-state");
+    });
+  }
+  function watchCalculators() {
+    document.querySelectorAll("form[data-calculator]:not([data-calc-watched])").forEach(function (form) {
+      form.setAttribute("data-calc-watched", "1");
+      var start = function () { startCalculator(form); };
+      form.addEventListener("focusin", start);
+      form.addEventListener("pointerdown", start);
+      if (!("IntersectionObserver" in window)) return start();
+      var near = new IntersectionObserver(function (entries) {
+        if (entries.some(function (e) { return e.isIntersecting; })) { near.disconnect(); start(); }
+      }, { rootMargin: "300px 0px" });
+      near.observe(form);
+    });
+  }
+
   function init() {
     document.querySelectorAll(".course-deferred").forEach(unfold);
     nameMaterialWidgets();
@@ -249,6 +291,7 @@
       });
     }
     updateProgress();
+    watchCalculators();
   }
 
   if (window.document$ && typeof window.document$.subscribe === "function") {
