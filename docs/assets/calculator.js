@@ -4,7 +4,7 @@
 
    course.js loads this file when a form[data-calculator] comes near the screen or is touched,
    then calls CourseCalculator.mount(form) once per form (instant navigation brings new forms).
-   The numbers come from the form's <script type="application/json">; nothing is fetched.
+   The numbers come from the form's data-numbers attribute; nothing is fetched.
 
    The arithmetic below transcribes the lab's own functions; tests/pages/test_calculator_arith.py
    runs it in Chromium against them (the lab kit's configs.py, shapes.py and facts.py rules,
@@ -324,6 +324,11 @@
   /* ---- the chart: hand-drawn SVG ---------------------------------------------------------- */
   var SVG = "http://www.w3.org/2000/svg";
   var W = 640, H = 340, M = { l: 70, r: 14, t: 14, b: 46 };
+  /* the drawing's width follows its box (a phone's text stays readable), within 360-640 units */
+  function size(host) {
+    W = Math.round(Math.max(360, Math.min(640, host.clientWidth || 640)));
+    H = Math.round(Math.max(250, W * 0.53));
+  }
   function el(name, attrs, parent) {
     var node = document.createElementNS(SVG, name);
     Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
@@ -347,10 +352,11 @@
       return { at: function (x) { return (Math.log(x) / Math.log(base) - a) / (b - a); }, ticks: ticks };
     }
     var f = spec.unit || 1;
-    var ticks = niceTicks(lo / f, hi / f, 5).map(function (t) { return t * f; });
+    var ticks = niceTicks(lo / f, hi / f, spec.count || (W < 500 ? 3 : 5)).map(function (t) { return t * f; });
     return { at: function (x) { return (x - lo) / (hi - lo); }, ticks: ticks };
   }
   function draw(host, c) {
+    size(host);
     host.textContent = "";
     var svg = el("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": c.label, class: "course-calc__svg" }, host);
     var xa = axis(c.x), ya = axis(c.y);
@@ -594,9 +600,8 @@
 
   function mount(form) {
     if (!form || form.getAttribute("data-calc-state") === "ready") return;
-    var holder = form.querySelector("script.course-calc__data");
     var data;
-    try { data = JSON.parse(holder.textContent); } catch (e) { data = null; }
+    try { data = JSON.parse(form.getAttribute("data-numbers")); } catch (e) { data = null; }
     var compute = data && CALCULATORS[data.calculator];
     if (!data || data.version !== VERSION || !compute) {
       form.setAttribute("data-calc-state", "failed");

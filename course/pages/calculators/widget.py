@@ -6,7 +6,7 @@ page's run, and the worked rows a PDF prints.
         fieldsets of <input name="num_hidden_layers" ...> (config.json's and the facts' names),
         a "paste your config.json" field, a card chooser from the facts, the results in
         <output name="...">, a chart, a line stating the gap between formula and measurement,
-        a field for the JSON compare.py writes; the numbers as <script type="application/json">
+        a field for the JSON compare.py writes; the numbers in its data-numbers attribute
       </form>
       <table class="course-calc__rows">  the worked rows, every number a recorded value
     </div>
@@ -181,6 +181,7 @@ def _mine(calc: Calculator) -> str:
 
 
 def _data(ctx: PageContext, calc: Calculator, n: Numbers) -> str:
+    """The numbers the page's script computes with, as the form's data-numbers attribute."""
     data: dict[str, Any] = {
         "version": SCRIPT_VERSION,
         "calculator": calc.name,
@@ -195,10 +196,9 @@ def _data(ctx: PageContext, calc: Calculator, n: Numbers) -> str:
         "points": n.points,
         "values": n.values,
     }
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    # inside <script>: nothing may close the element or open a comment
-    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    return f'<script type="application/json" class="course-calc__data">{text}</script>'
+    # an attribute, not a <script type="application/json">: Material's instant navigation runs
+    # the scripts of the page it brings in, whatever their type
+    return _esc(json.dumps(data, sort_keys=True, separators=(",", ":")))
 
 
 def _cell(ctx: PageContext, cell: Cell) -> str:
@@ -223,6 +223,9 @@ def table_html(ctx: PageContext, table: Table) -> str:
             f'<tr><th scope="row">{first}</th>' + "".join(f"<td>{c}</td>" for c in rest) + "</tr>"
         )
     return (
+        # hidden on screen, where the form sits above; the PDF, which has no form, says where it is
+        '<p class="course-calc__print-note" hidden>The calculator itself, for your own model and '
+        "card, is on the lesson's web page; here are its worked rows.</p>"
         f'<div class="course-calc__scroll" tabindex="0" role="region" '
         f'aria-label="{_esc(table.caption)}"><table class="course-calc__rows">'
         f"<caption>{_esc(table.caption)}</caption><thead><tr>{head}</tr></thead>"
@@ -242,14 +245,14 @@ def calculator(ctx: PageContext, name: str) -> str:
     rows = table_html(ctx, calc.table) if calc.table else ""
     form = (
         f'<form class="course-calc__form course-js-only course-no-print" '
-        f'data-calculator="{calc.name}" aria-labelledby="calc-{calc.name}-title" novalidate>'
+        f'data-calculator="{calc.name}" aria-labelledby="calc-{calc.name}-title" novalidate '
+        f'data-numbers="{_data(ctx, calc, n)}">'
         f'<p class="course-calc__title" id="calc-{calc.name}-title">{_esc(calc.title)}</p>'
         f"{_fieldsets(calc, n)}"
         f'<div class="course-calc__results"><p class="course-calc__subtitle">Results</p>'
         f"{_outputs(calc)}{_chart(calc)}</div>"
         f"{_mine(calc)}"
         f'<p class="course-calc__actions"><button type="button" class="course-button" '
-        f'data-action="reset">Back to the recorded run</button></p>'
-        f"{_data(ctx, calc, n)}</form>"
+        f'data-action="reset">Back to the recorded run</button></p></form>'
     )
     return f'<div class="course-calc" id="calc-{calc.name}">{form}{rows}</div>'
