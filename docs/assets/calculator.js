@@ -2,8 +2,9 @@
    model and card, with the lab's recorded points on the same chart and the gap between the two
    stated, and a learner's own run (the JSON the lesson zip's compare.py writes) beside them.
 
-   course.js loads this file when a form[data-calculator] comes near the screen or is touched,
-   then calls CourseCalculator.mount(form) once per form (instant navigation brings new forms).
+   course.js loads this file (and the form, from a file beside the page) when a calculator's slot
+   comes near the screen or its button is pressed, then calls CourseCalculator.mount(form) once
+   per form (instant navigation brings new pages, and new slots).
    The numbers come from the form's data-numbers attribute; nothing is fetched.
 
    The arithmetic below transcribes the lab's own functions; tests/pages/test_calculator_arith.py
@@ -681,6 +682,18 @@
       return items;
     };
 
+    /* how far the learner's values are from ours on their card, as compare.py judged them */
+    function mineGap() {
+      if (!state.mine) return "";
+      var said = data.points.map(function (p) {
+        var row = state.mine[p.name];
+        if (!row || typeof row.theirs !== "number") return null;
+        var verdict = row.verdict || "not judged";
+        return p.label + ": " + (typeof row.off === "number" ? percent(row.off) + ", " + verdict : verdict);
+      }).filter(Boolean);
+      return said.length ? " Your run against ours on your card: " + said.join("; ") + "." : "";
+    }
+
     var pending = false;
     function update() {
       pending = false;
@@ -698,7 +711,7 @@
         out.textContent = shown(value, out.getAttribute("data-unit"));
         out.setAttribute("data-value", typeof value === "number" ? String(value) : value);
       });
-      gapLine.textContent = result.gap;
+      gapLine.textContent = result.gap + mineGap();
       draw(plot, result.chart);
     }
     function later() { if (!pending) { pending = true; window.requestAnimationFrame(update); } }

@@ -231,8 +231,9 @@
     }
   }, true);
 
-  /* A calculator (course/pages/calculators/) costs nothing until it is used: its script comes
-     when its form nears the screen or takes the focus or a touch, once for the whole visit. */
+  /* A calculator (course/pages/calculators/) costs nothing until it is used: the page holds a
+     slot; its form (a file beside the page) and its script come when the slot nears the screen
+     or its button is pressed, the script once for the whole visit. */
   var CALCULATOR_SRC = (function () {
     var script = document.currentScript;
     return script && script.src ? new URL("calculator.js", script.src).href : null;
@@ -251,24 +252,44 @@
     }
     return calculatorScript;
   }
-  function startCalculator(form) {
-    if (form.getAttribute("data-calc-state") || !CALCULATOR_SRC) return;
-    form.setAttribute("data-calc-state", "loading");
-    calculatorReady().then(function (calc) { calc.mount(form); }, function () {
-      form.removeAttribute("data-calc-state");
+  function openCalculator(slot, focus) {
+    if (slot.getAttribute("data-state") || !CALCULATOR_SRC) return;
+    slot.setAttribute("data-state", "loading");
+    slot.setAttribute("aria-busy", "true");
+    var src = new URL(slot.getAttribute("data-calculator-src"), location.href).href;
+    var form = fetch(src).then(function (response) {
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      return response.text();
+    });
+    Promise.all([form, calculatorReady()]).then(function (got) {
+      if (!slot.isConnected) return;  // the reader has moved on to another page
+      var box = document.createElement("div");
+      box.innerHTML = got[0];
+      var node = box.querySelector("form[data-calculator]");
+      if (!node) throw new Error("no form in " + src);
+      slot.replaceWith(node);
+      got[1].mount(node);
+      var first = node.querySelector("input, select, textarea");
+      if (focus && first) first.focus();
+    }).catch(function () {
+      slot.removeAttribute("data-state");
+      slot.removeAttribute("aria-busy");
+      var note = slot.querySelector(".course-calc__failed") || document.createElement("p");
+      note.className = "course-calc__failed";
+      note.textContent = "The calculator could not be loaded; the table below gives its worked rows.";
+      slot.appendChild(note);
     });
   }
   function watchCalculators() {
-    document.querySelectorAll("form[data-calculator]:not([data-calc-watched])").forEach(function (form) {
-      form.setAttribute("data-calc-watched", "1");
-      var start = function () { startCalculator(form); };
-      form.addEventListener("focusin", start);
-      form.addEventListener("pointerdown", start);
-      if (!("IntersectionObserver" in window)) return start();
+    document.querySelectorAll(".course-calc__slot:not([data-watched])").forEach(function (slot) {
+      slot.setAttribute("data-watched", "1");
+      var button = slot.querySelector("[data-action=open-calculator]");
+      if (button) button.addEventListener("click", function () { openCalculator(slot, true); });
+      if (!("IntersectionObserver" in window)) return;
       var near = new IntersectionObserver(function (entries) {
-        if (entries.some(function (e) { return e.isIntersecting; })) { near.disconnect(); start(); }
-      }, { rootMargin: "300px 0px" });
-      near.observe(form);
+        if (entries.some(function (e) { return e.isIntersecting; })) { near.disconnect(); openCalculator(slot, false); }
+      }, { rootMargin: "600px 0px" });
+      near.observe(slot);
     });
   }
 

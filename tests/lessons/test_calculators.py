@@ -3,10 +3,10 @@
 Each is filled with Qwen3-8B's config and must give what its page states, from the record the
 page shows; a config.json is pasted; the JSON the lesson zip's compare.py writes for a learner's
 run (results made from the recorded ones, the speeds slowed as on a smaller card, judged for an
-RTX 4090) is loaded and plotted beside the recorded points. Also: the script is not fetched
-before a calculator nears the screen, a calculator works after Material's instant navigation and
-mounts once, axe finds nothing serious in either colour scheme, and the PDF prints the worked
-rows, not the form.
+RTX 4090) is loaded and plotted beside the recorded points. Also: neither the form nor its script
+is fetched before a calculator nears the screen, a calculator works by keyboard and after
+Material's instant navigation and mounts once, axe finds nothing serious in either colour
+scheme, and the PDF prints the worked rows, not the form.
 """
 
 from __future__ import annotations
@@ -74,11 +74,10 @@ def open_calculator(tab: Any, lesson: str) -> Any:
 
 
 def mounted(tab: Any, lesson: str) -> Any:
-    """The calculator of the page shown, scrolled to and mounted."""
-    form = tab.locator(f"form[data-calculator='{lesson}']")
-    form.scroll_into_view_if_needed()
+    """The calculator of the page shown, scrolled to (its form and script come) and mounted."""
+    tab.locator(f"#calc-{lesson}").scroll_into_view_if_needed()
     tab.locator(f"form[data-calculator='{lesson}'][data-calc-state=ready]").wait_for()
-    return form
+    return tab.locator(f"form[data-calculator='{lesson}']")
 
 
 def settle(tab: Any) -> None:
@@ -103,9 +102,11 @@ def qwen3_8b(*names: str) -> dict[str, Any]:
 
 def test_the_kv_cache_calculator_gives_the_pages_numbers(tab: Any) -> None:
     tab.goto("part-2/kv-cache/")
+    tab.wait_for_load_state("networkidle")
     assert tab.evaluate("typeof window.CourseCalculator") == "undefined"
-    assert not [u for u in tab.requests if u.endswith("calculator.js")]  # nothing before it is used
-    form = open_calculator(tab, "kv-cache")
+    fetched = [u for u in tab.requests if "calculator" in u]
+    assert fetched == [] and tab.locator("form[data-calculator]").count() == 0  # not before use
+    form = mounted(tab, "kv-cache")
     fill(tab, form, qwen3_8b("num_hidden_layers", "num_key_value_heads", "head_dim"))
     fill(tab, form, {"bytes_per_number": 2, "tokens": 32768})
     assert out(form, "bytes_per_token") == recorded("kv-cache", "size.bytes_per_token_8b")
@@ -298,8 +299,13 @@ def test_a_calculator_mounts_once_after_instant_navigation(tab: Any) -> None:
 
 def test_a_calculator_works_by_keyboard(tab: Any) -> None:
     tab.goto("part-2/kv-cache/")
-    tab.locator("#calc-kv-cache-num_hidden_layers").focus()  # focus alone brings the script
+    tab.locator("#calc-kv-cache [data-action=open-calculator]").focus()
+    tab.keyboard.press("Enter")  # the button brings the form and puts the focus in it
     tab.locator("form[data-calculator=kv-cache][data-calc-state=ready]").wait_for()
+    assert tab.evaluate("document.activeElement.name") == "config_json"
+    for _ in range(2):
+        tab.keyboard.press("Tab")  # past "Read config.json"
+    assert tab.evaluate("document.activeElement.name") == "num_hidden_layers"
     tab.keyboard.press("Control+A")
     tab.keyboard.type("28")
     tab.keyboard.press("Tab")

@@ -2,7 +2,9 @@
 page's run, and the worked rows a PDF prints.
 
     <div class="course-calc">
-      <form data-calculator="kv-cache" class="course-js-only course-no-print">
+      <div class="course-calc__slot">  the title and a button; the form comes in its place from
+                                       calculator-kv-cache.html beside the page:
+      <form data-calculator="kv-cache">
         fieldsets of <input name="num_hidden_layers" ...> (config.json's and the facts' names),
         a "paste your config.json" field, a card chooser from the facts, the results in
         <output name="...">, a chart, a line stating the gap between formula and measurement,
@@ -11,9 +13,9 @@ page's run, and the worked rows a PDF prints.
       <table class="course-calc__rows">  the worked rows, every number a recorded value
     </div>
 
-The form costs nothing before it is used: docs/assets/course.js loads calculator.js when the form
-comes near the screen or is touched. Without JavaScript, and in the PDF (WeasyPrint runs none),
-only the table is shown.
+The form costs nothing before it is used: docs/assets/course.js fetches it and calculator.js when
+the slot comes near the screen or its button is pressed. Without JavaScript, and in the PDF
+(WeasyPrint runs none), only the table is shown.
 """
 
 from __future__ import annotations
@@ -233,9 +235,28 @@ def table_html(ctx: PageContext, table: Table) -> str:
     )
 
 
+def form_file(name: str) -> str:
+    """The file, beside the page, that holds a calculator's form."""
+    return f"calculator-{name}.html"
+
+
+def _slot(calc: Calculator) -> str:
+    """What the page holds in the form's place: its title and a button that brings it (it also
+    comes when the slot nears the screen)."""
+    return (
+        f'<div class="course-calc__slot course-js-only course-no-print" '
+        f'data-calculator-src="{form_file(calc.name)}" data-calculator-for="{calc.name}">'
+        f'<p class="course-calc__title">{_esc(calc.title)}</p>'
+        f'<p><button type="button" class="course-button" data-action="open-calculator">'
+        f"Open the calculator</button></p></div>"
+    )
+
+
 @macro
 def calculator(ctx: PageContext, name: str) -> str:
-    """A calculator of the page's lesson, seeded from its run, with its worked rows."""
+    """A calculator of the page's lesson, seeded from its run, with its worked rows. The form
+    goes to a file beside the page (`calculator-<name>.html`), fetched with its script when the
+    page's slot for it nears the screen: a page pays for neither until a reader comes to it."""
     calc = CALCULATORS.get(name)
     if calc is None:
         raise CalculatorError(
@@ -244,8 +265,8 @@ def calculator(ctx: PageContext, name: str) -> str:
     n = numbers(ctx, calc)
     rows = table_html(ctx, calc.table) if calc.table else ""
     form = (
-        f'<form class="course-calc__form course-js-only course-no-print" '
-        f'data-calculator="{calc.name}" aria-labelledby="calc-{calc.name}-title" novalidate '
+        f'<form class="course-calc__form" data-calculator="{calc.name}" '
+        f'aria-labelledby="calc-{calc.name}-title" novalidate '
         f'data-numbers="{_data(ctx, calc, n)}">'
         f'<p class="course-calc__title" id="calc-{calc.name}-title">{_esc(calc.title)}</p>'
         f"{_fieldsets(calc, n)}"
@@ -253,6 +274,10 @@ def calculator(ctx: PageContext, name: str) -> str:
         f"{_outputs(calc)}{_chart(calc)}</div>"
         f"{_mine(calc)}"
         f'<p class="course-calc__actions"><button type="button" class="course-button" '
-        f'data-action="reset">Back to the recorded run</button></p></form>'
+        f'data-action="reset">Back to the recorded run</button></p></form>\n'
     )
-    return f'<div class="course-calc" id="calc-{calc.name}">{form}{rows}</div>'
+    if ctx.site_dir is not None:  # building the site, not only checking it
+        target = ctx.site_dir / ctx.url / form_file(calc.name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(form, encoding="utf-8")
+    return f'<div class="course-calc" id="calc-{calc.name}">{_slot(calc)}{rows}</div>'
