@@ -428,12 +428,19 @@
   var GiB = UNIT.GiB;
   var gib = function (t) { var g = t / GiB; return fmt(g, Number.isInteger(Number(g.toPrecision(9))) ? 0 : 1); };
   var tokensTick = function (t) { return fmt(t, 0); };
-  function modelSame(s, v, names) {
-    return names.every(function (n) { return s.seeds[n] === undefined || Math.abs(v[n] - s.seeds[n]) < 1e-9 * Math.max(1, Math.abs(s.seeds[n])); });
+  function sameAs(s, names) {
+    return names.every(function (n) {
+      return s.seeds[n] === undefined || Math.abs(s.v[n] - s.seeds[n]) < 1e-9 * Math.max(1, Math.abs(s.seeds[n]));
+    });
   }
-  function ours(s, note) {
-    return modelSame(s, s.v, s.modelFields) ? "" : " The recorded points are " + s.data.model + "'s" + (note || "") +
-      "; your inputs draw another line, so the gaps are not theirs.";
+  /* The gaps are always the recorded run's: its points against the formula for its own model and
+     card. When the inputs are another model or card, the line is theirs, and the text says so. */
+  function ours(s, sizesOnly) {
+    var model = sameAs(s, s.modelFields), card = sizesOnly || sameAs(s, s.cardFields);
+    if (model && card) return "";
+    var what = !model && !card ? "model and card" : !model ? "model" : "card";
+    return " The points are " + s.data.model + "'s, measured on the " + s.data.gpu + "; the line is drawn for your " +
+      what + ", and the gaps above are between the points and the line for theirs.";
   }
 
   var CALCULATORS = {};
@@ -449,13 +456,15 @@
     var xmax = Math.max(v.tokens, s.data.values.context_tokens || 0) * 1.05;
     var pts = s.points("allocated");
     var y = topOf([bpt * xmax].concat(pts.map(function (p) { return p.y; })));
+    var seedBpt = A.kvBytesPerToken({ num_hidden_layers: s.seeds.num_hidden_layers, head_dim: s.seeds.head_dim,
+      num_key_value_heads: s.seeds.num_key_value_heads }, s.seeds.bytes_per_number);
     var gaps = s.recorded("allocated").map(function (p) {
-      var formula = bpt * p.x, gap = p.y - formula;
+      var formula = seedBpt * p.x, gap = p.y - formula;
       return tokens(p.x) + ": " + signed(fmt(gap, 0), gap) + " B (" + percent(gap / formula) + ")";
     });
     return {
       outputs: outputs,
-      gap: "What the GPU's allocator handed out against the formula: " + gaps.join("; ") + "." + ours(s, ", on the " + s.data.gpu),
+      gap: "What the GPU's allocator handed out against the formula: " + gaps.join("; ") + "." + ours(s, true),
       chart: { label: "Cache size against tokens: a straight line of " + shown(bpt, "B") + " per token, with " + pts.length + " measured points",
         x: { min: 0, max: xmax, label: "tokens in one conversation", tick: tokensTick },
         y: { min: 0, max: y, unit: GiB, label: "cache (GiB)", tick: gib },
@@ -465,16 +474,20 @@
     };
   };
 
-  CALCULATORS["gpu-memory"] = function (s) {
-    var v = s.v;
+  /* transformers' budget (a function of the share) and vLLM's, for a set of inputs */
+  function budgets(v, modelType) {
     var cfg = { num_hidden_layers: v.num_hidden_layers, num_attention_heads: v.num_attention_heads,
       num_key_value_heads: v.num_key_value_heads, head_dim: v.head_dim, hidden_size: v.hidden_size,
-      intermediate_size: v.intermediate_size, vocab_size: v.vocab_size, tie_word_embeddings: v.tie_word_embeddings,
-      model_type: s.modelType };
+      intermediate_size: v.intermediate_size, vocab_size: v.vocab_size, tie_word_embeddings: Boolean(v.tie_word_embeddings),
+      model_type: modelType };
     var weights = A.weightBytes(cfg), eng = P.engine({ block_size: v.block_size, cache_bytes: v.bytes_per_number });
-    var bpt = A.kvBytesPerToken(cfg, v.bytes_per_number);
-    var tf = function (share) { return P.budget(cfg, v.torch_total, v.cuda_context, weights, share, eng, { x: v.tokens }); };
-    var vl = function (share) { return A.vllm(v.torch_total, share, weights, v.non_torch, v.activation_peak); };
+    return { cfg: cfg, weights: weights, bpt: A.kvBytesPerToken(cfg, v.bytes_per_number),
+      tf: function (share) { return P.budget(cfg, v.torch_total, v.cuda_context, weights, share, eng, { x: v.tokens }); },
+      vl: function (share) { return A.vllm(v.torch_total, share, weights, v.non_torch, v.activation_peak); } };
+  }
+  CALCULATORS["gpu-memory"] = function (s) {
+    var v = s.v, b = budgets(v, s.modelType), seeded = budgets(s.seeds, s.data.model_type || "qwen3");
+    var weights = b.weights, bpt = b.bpt, tf = b.tf, vl = b.vl;
     var t = tf(v.max_memory_percent), vv = vl(v.gpu_memory_utilization);
     var free = v.torch_total - v.cuda_context - weights;
     var vllmBlock = s.data.values.vllm_block_size || 16;
@@ -494,15 +507,14 @@
     var vlLine = shares.map(function (f) { return [f, Math.max(0, fdiv(vl(f).cache, bpt))]; });
     var top = topOf(tfLine.concat(vlLine).map(function (p) { return p[1]; }).concat(pts.map(function (p) { return p.y; })));
     var gaps = s.recorded("engine").map(function (p) {
-      var formula = tf(p.x).cache_tokens, gap = p.y - formula;
+      var formula = seeded.tf(p.x).cache_tokens, gap = p.y - formula;
       return "at " + fmt(p.x, 1) + " the engine kept " + tokens(p.y) + ", the formula " + fmt(formula, 0) +
         " (" + signed(fmt(gap, 0), gap) + ", " + (formula ? percent(gap / formula) : "–") + ")";
     });
     var problem = t.plan ? "" : " transformers' planner finds no room: " + t.problem + ".";
     return {
       outputs: outputs,
-      gap: "transformers' cache against the engine's own, " + gaps.join("; ") + "." + problem +
-        ours(s, ", measured on the " + s.data.gpu),
+      gap: "transformers' cache on paper against the engine's own, " + gaps.join("; ") + "." + problem + ours(s),
       chart: { label: "Tokens of cache against the memory fraction under transformers' rule and vLLM's, with " + pts.length + " measured points",
         x: { min: 0, max: 1, label: "memory fraction (max_memory_percent, gpu_memory_utilization)", tick: function (x) { return fmt(x, 1); } },
         y: { min: 0, max: top, unit: 1000, label: "tokens of KV cache (thousands)", tick: function (x) { return fmt(x / 1000, 0); } },
@@ -538,16 +550,20 @@
       lines.push({ cls: "course-calc__s" + i, points: pts });
       s.points(key).forEach(function (p) { p.cls = "course-calc__s" + i; marks.push(p); });
     });
+    var w = s.seeds, seedDesigns = A.designs(A.shape({ layers: w.num_hidden_layers, hidden: w.hidden_size,
+      heads: w.num_attention_heads, head_dim: w.head_dim, intermediate: w.intermediate_size, vocab: w.vocab_size,
+      tied: Boolean(w.tie_word_embeddings) }), w.num_key_value_heads, w.kv_lora_rank, w.qk_rope_head_dim, w.sliding_window || null);
+    seedDesigns.gqa_fp8 = seedDesigns.gqa;
     var gaps = DESIGN_KEYS.map(function (key) {
       var p = s.recorded(key)[0];
       if (!p) return null;
-      var shape = designs[key], formula = A.cacheBytes(shape, p.x, key === "gqa_fp8" ? "fp8" : "bf16");
+      var shape = seedDesigns[key], formula = A.cacheBytes(shape, p.x, key === "gqa_fp8" ? "fp8" : "bf16");
       return s.label(key) + " " + signed(fmt(p.y - formula, 0), p.y - formula) + " B";
     }).filter(Boolean);
     return {
       outputs: outputs,
       gap: "What the GPU's allocator handed out for " + fmt(32768, 0) + " tokens, against the formula: " + gaps.join(", ") + "." +
-        ours(s, ", measured on the " + s.data.gpu),
+        ours(s, true),
       chart: { label: "Cache size against tokens for six designs, with the measured cache of each at 32,768 tokens",
         x: { min: 0, max: xmax, label: "tokens in one conversation", tick: tokensTick },
         y: { min: 0, max: topOf(tops.concat(marks.map(function (m) { return m.y; }))), unit: GiB, label: "cache (GiB)", tick: gib },
@@ -574,13 +590,15 @@
     var xs = range(1, 8192, 52, true), line = xs.map(function (t) { return [t, at(t)[0]]; });
     var ys = line.map(function (p) { return p[1]; }).concat(pts.map(function (p) { return p.y; }));
     var lo = Math.min.apply(null, ys), hi = Math.max.apply(null, ys);
+    var atSeed = function (t) { return R.time(R.flops(t, seedShapes), R.moved(t, seedShapes), s.seeds.bf16_flops, s.seeds.bandwidth); };
     var gaps = s.recorded("measured").map(asTime).filter(function (p) { return p.x === 1 || p.x === 256 || p.x === 8192; })
-      .map(function (p) { var f = at(p.x)[0]; return tokens(p.x) + " " + percent(p.y / f - 1); });
+      .map(function (p) { var f = atSeed(p.x)[0]; return tokens(p.x) + " " + percent(p.y / f - 1); });
     var measuredRidge = s.data.values.ridge_tokens_measured;
     return {
       outputs: outputs,
-      gap: "Measured time against the roofline: " + gaps.join(", ") + ". The ridge is at " + fmt(outputs.ridge_tokens, 0) +
-        " tokens at once for your inputs, and was measured at " + fmt(measuredRidge, 0) + "." + ours(s, ", measured on the " + s.data.gpu),
+      gap: "Measured time against the roofline of the bandwidth and peak measured with it: " + gaps.join(", ") +
+        ". The ridge is at " + fmt(outputs.ridge_tokens, 0) + " tokens at once for your inputs, and was measured at " +
+        fmt(measuredRidge, 0) + "." + ours(s),
       chart: { label: "Time of one layer's matrix products against tokens multiplied at once, on log scales, with " + pts.length + " measured points",
         x: { min: 1, max: 8192, log: true, base: 2, every: 2, label: "tokens multiplied at once", tick: tokensTick },
         y: { min: Math.pow(10, Math.floor(Math.log10(lo))), max: Math.pow(10, Math.ceil(Math.log10(hi))), log: true,
@@ -617,6 +635,7 @@
     var cardFields = numeric.filter(function (n) { return inputs[n].closest(".course-calc__group--card"); });
     var state = { data: data, seeds: data.seeds, modelType: data.model_type || "qwen3", mine: null,
       modelFields: numeric.filter(function (n) { return n !== "tokens" && inputs[n].closest(".course-calc__group--model"); }) };
+    state.cardFields = numeric.filter(function (n) { return inputs[n].closest(".course-calc__group--card"); });
     var gapLine = form.querySelector("[data-gap]"), plot = form.querySelector("[data-chart]");
     var status = form.querySelector(".course-calc__group--model .course-calc__status");
     var mineLine = form.querySelector("[data-mine]");

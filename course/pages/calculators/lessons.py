@@ -282,7 +282,7 @@ PREFILL_DECODE = Calculator(
         ),
     ),
     points=tuple(
-        Point("measured", t, f"limits.tflop_s_{t}", f"{t:,} tokens at once")
+        Point("measured", t, f"limits.tflop_s_{t}", f"{t:,} token{'s' if t > 1 else ''} at once")
         for t in (1, 16, 128, 256, 1024, 8192)
     ),
     values={"ridge_tokens_measured": "limits.ridge_tokens_measured"},
