@@ -258,6 +258,7 @@ def test_a_learners_compare_json_is_plotted_beside_ours(
 ) -> None:
     form = open_calculator(tab, lesson)
     recorded_points = form.locator(".course-calc__point--recorded").count()
+    ours = form.locator("[data-gap]").inner_text()
     form.locator("input[name=compare_file]").set_input_files(str(learner / f"{lesson}.json"))
     form.locator(".course-calc__point--mine").first.wait_for()
     settle(tab)
@@ -278,6 +279,10 @@ def test_a_learners_compare_json_is_plotted_beside_ours(
         assert form.locator("[name=bandwidth]").input_value() == "1008.0"
     legend = form.locator(".course-calc__legend").inner_text()
     assert "your run" in legend
+    # the gaps stay the recorded run's, whatever card the line is now drawn for
+    gap = form.locator("[data-gap]").inner_text()
+    first = ours.split(". ")[0].rstrip(".")
+    assert gap.startswith(first) and "Your run against ours" in gap
 
 
 def test_a_calculator_mounts_once_after_instant_navigation(tab: Any) -> None:
