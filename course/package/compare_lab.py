@@ -2,6 +2,8 @@
 
     python3 compare.py                   reads results/*.json here and your GPU (nvidia-smi)
     python3 compare.py --gpu "RTX 4090"  names the card your results came from
+    python3 compare.py --json mine.json  also writes the comparison as JSON, which the lesson
+                                         page's calculator plots beside the page's values
 
 ../expected.json holds the page's values, how each should move on another card as the lab's
 recipe declares it (exact, bandwidth, compute, memory or free), and datasheet figures of common
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -286,6 +289,37 @@ def read_outputs(expected: dict[str, Any], lab: Path) -> dict[str, Observed]:
     return found
 
 
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def as_json(expected: dict[str, Any], theirs: Theirs, rows: list[Row]) -> dict[str, Any]:
+    """What --json writes: the page's run and GPU, yours, and every value judged, each with the
+    page's value, yours and what the page's would be on your card (for the lesson page's
+    calculator, which plots yours beside the page's)."""
+    units = {e["name"]: e["unit"] for e in expected["values"]}
+    gpu = theirs.gpu
+    card = gpu.card["name"] if gpu and gpu.card else None
+    values = []
+    for r in rows:
+        values.append(
+            {"name": r.name, "step": r.step, "kind": r.kind, "unit": units.get(r.name),
+             "verdict": r.verdict, "note": r.note}
+            | {k: _finite(getattr(r, k)) for k in ("page", "theirs", "expected", "off")}
+        )  # fmt: skip
+    return {
+        "kind": "course-compare",
+        "format": FORMAT,
+        "lesson": expected["lesson"],
+        "page_run": expected["run"],
+        "page_gpu": expected.get("gpu"),
+        "gpu": {"name": gpu.name, "memory_mib": gpu.memory_mib, "card": card} if gpu else None,
+        "source": theirs.source,
+        "engine": theirs.engine,
+        "values": values,
+    }
+
+
 def installed(name: str) -> str | None:
     """The version of a package installed here, or None."""
     try:
@@ -301,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expected", type=Path, default=here.parent / "expected.json")
     parser.add_argument("--lab", type=Path, default=here, help="where your run wrote results/")
     parser.add_argument("--gpu", help="the card your results came from, e.g. 'RTX 4090'")
+    parser.add_argument("--json", type=Path, help="also write the comparison to this JSON file")
     args = parser.parse_args(argv)
     try:
         expected = json.loads(args.expected.read_text(encoding="utf-8"))
@@ -316,6 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     theirs = Theirs(f"results in {args.lab}", gpu, engine, values)
     rows = compare(expected, theirs)
     sys.stdout.write(render(expected, theirs, rows, page_gpu(expected)))
+    if args.json:
+        text = json.dumps(as_json(expected, theirs, rows), indent=2, sort_keys=True)
+        args.json.write_text(text + "\n", encoding="utf-8")
+        print(f"wrote {args.json}: give it to the calculator on the lesson's page")
     return 1 if exact_differs(rows) else 0
 
 

@@ -27,6 +27,7 @@ from . import install as _install  # noqa: F401 - registers get_files()
 from . import landing as _landing  # noqa: F401 - registers course_outline()
 from . import links as _links  # noqa: F401 - registers lesson_link()
 from . import reference as _reference  # noqa: F401 - registers lab_reference()
+from .calculators import widget as _calculator  # noqa: F401 - registers calculator()
 from .claims import plain_text
 from .context import PageContext
 from .faq import jsonld

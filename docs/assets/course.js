@@ -2,7 +2,8 @@
    the landing page's progress per lesson with "continue where you left off".
    Answers are kept in localStorage under the site's base path, the page and the check id; only
    the first answer of each check counts. A lesson page also notes itself as the last one read.
-   Folded code blocks are fetched when unfolded.
+   Folded code blocks are fetched when unfolded, and a calculator's script (calculator.js) when
+   its form comes near the screen or is touched.
    Without this script the checks stay readable: the question, the options and, in a collapsed
    block, the answer; the landing page lists the lessons without the reader's progress; a folded
    code block is a link that opens the code. */
@@ -230,6 +231,68 @@
     }
   }, true);
 
+  /* A calculator (course/pages/calculators/) costs nothing until it is used: the page holds a
+     slot; its form (a file beside the page) and its script come when the slot nears the screen
+     or its button is pressed, the script once for the whole visit. */
+  var CALCULATOR_SRC = (function () {
+    var script = document.currentScript;
+    return script && script.src ? new URL("calculator.js", script.src).href : null;
+  })();
+  var calculatorScript = null;
+  function calculatorReady() {
+    if (!calculatorScript) {
+      calculatorScript = new Promise(function (resolve, reject) {
+        var tag = document.createElement("script");
+        tag.src = CALCULATOR_SRC;
+        tag.async = true;
+        tag.onload = function () { resolve(window.CourseCalculator); };
+        tag.onerror = function () { calculatorScript = null; reject(new Error("calculator.js")); };
+        document.body.appendChild(tag);
+      });
+    }
+    return calculatorScript;
+  }
+  function openCalculator(slot, focus) {
+    if (slot.getAttribute("data-state") || !CALCULATOR_SRC) return;
+    slot.setAttribute("data-state", "loading");
+    slot.setAttribute("aria-busy", "true");
+    var src = new URL(slot.getAttribute("data-calculator-src"), location.href).href;
+    var form = fetch(src).then(function (response) {
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      return response.text();
+    });
+    Promise.all([form, calculatorReady()]).then(function (got) {
+      if (!slot.isConnected) return;  // the reader has moved on to another page
+      var box = document.createElement("div");
+      box.innerHTML = got[0];
+      var node = box.querySelector("form[data-calculator]");
+      if (!node) throw new Error("no form in " + src);
+      slot.replaceWith(node);
+      got[1].mount(node);
+      var first = node.querySelector("input, select, textarea");
+      if (focus && first) first.focus();
+    }).catch(function () {
+      slot.removeAttribute("data-state");
+      slot.removeAttribute("aria-busy");
+      var note = slot.querySelector(".course-calc__failed") || document.createElement("p");
+      note.className = "course-calc__failed";
+      note.textContent = "The calculator could not be loaded; the table below gives its worked rows.";
+      slot.appendChild(note);
+    });
+  }
+  function watchCalculators() {
+    document.querySelectorAll(".course-calc__slot:not([data-watched])").forEach(function (slot) {
+      slot.setAttribute("data-watched", "1");
+      var button = slot.querySelector("[data-action=open-calculator]");
+      if (button) button.addEventListener("click", function () { openCalculator(slot, true); });
+      if (!("IntersectionObserver" in window)) return;
+      var near = new IntersectionObserver(function (entries) {
+        if (entries.some(function (e) { return e.isIntersecting; })) { near.disconnect(); openCalculator(slot, false); }
+      }, { rootMargin: "600px 0px" });
+      near.observe(slot);
+    });
+  }
+
   function init() {
     document.querySelectorAll(".course-deferred").forEach(unfold);
     nameMaterialWidgets();
@@ -249,6 +312,7 @@
       });
     }
     updateProgress();
+    watchCalculators();
   }
 
   if (window.document$ && typeof window.document$.subscribe === "function") {

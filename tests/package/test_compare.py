@@ -225,7 +225,9 @@ def learner_lab(
     return top / "lab"
 
 
-def compare_py(folder: Path, tmp_path: Path, smi: str | None) -> subprocess.CompletedProcess[str]:
+def compare_py(
+    folder: Path, tmp_path: Path, smi: str | None, *args: str
+) -> subprocess.CompletedProcess[str]:
     """`python3 compare.py` in a lab folder; `smi` is what nvidia-smi prints (None: no GPU)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
@@ -235,7 +237,11 @@ def compare_py(folder: Path, tmp_path: Path, smi: str | None) -> subprocess.Comp
         fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
     return subprocess.run(
-        [sys.executable, "-I", "compare.py"], cwd=folder, capture_output=True, text=True, env=env
+        [sys.executable, "-I", "compare.py", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env=env,
     )
 
 
@@ -277,6 +283,32 @@ def test_compare_py_on_a_synthetic_4090(
     assert alone.returncode == 0
     assert "no GPU found here: name the card your results came from (--gpu NAME)" in alone.stdout
     assert "Sizes and counts match the page's to the byte (41 values)." in alone.stdout
+
+
+def test_compare_py_writes_json_for_the_pages_calculator(
+    tmp_path: Path, lab: LoadedLab, h200: Run, expected: dict[str, Any]
+) -> None:
+    folder = learner_lab(tmp_path, lab, h200, expected, rtx_4090(recorded_values(h200)))
+    done = compare_py(folder, tmp_path, "NVIDIA GeForce RTX 4090, 24564", "--json", "mine.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "wrote mine.json: give it to the calculator on the lesson's page" in done.stdout
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON a browser reads")
+
+    got = json.loads((folder / "mine.json").read_text(), parse_constant=refuse)
+    assert (got["kind"], got["format"], got["lesson"]) == ("course-compare", 1, "kv-cache")
+    assert got["page_run"] == h200.run_id and got["page_gpu"]["name"] == "NVIDIA H200"
+    card = {"name": "NVIDIA GeForce RTX 4090", "memory_mib": 24564, "card": "RTX 4090"}
+    assert got["gpu"] == card
+    rows = {r["name"]: r for r in got["values"]}
+    assert len(rows) == len(expected["values"])
+    speed = rows["decode-speed.tok_s_8b_d0"]  # a decode speed moves with the bandwidth
+    assert speed["kind"] == "bandwidth" and speed["verdict"] == "agrees"
+    assert speed["expected"] == pytest.approx(speed["page"] * 1008 / 4800)
+    size = rows["gpu-check.allocated_4096_8b"]
+    assert (size["kind"], size["verdict"], size["theirs"]) == ("exact", "agrees", size["page"])
+    assert size["unit"] == "B"
 
 
 def test_compare_py_reports_a_missing_expectation_file(tmp_path: Path) -> None:
