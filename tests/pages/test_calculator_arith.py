@@ -39,6 +39,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ModuleTy
     shutil.copytree(REPO / "lab/common/labkit", folder / "labkit")
     for source in ("gpu-memory/planner.py", "prefill-decode/pdlab.py"):
         shutil.copy(REPO / "lab" / source, folder / Path(source).name)
+    # another test module of this process may have imported a lab's own copy of the kit
+    for name in [n for n in sys.modules if n.split(".")[0] in ("labkit", "planner", "pdlab")]:
+        del sys.modules[name]
     sys.path.insert(0, str(folder))
     try:
         modules = {}

@@ -47,9 +47,9 @@ def test_a_lab_whose_fixed_peak_does_not_fit_the_4090_is_priced_on_its_own_card(
     )
     (tmp_path / FACTS_FILE).write_text(text[:start] + smaller, encoding="utf-8")
     shutil.copytree(REPO / "lab" / "kv-cache", tmp_path / "lab" / "kv-cache")
-    # the lab kit it includes, beside the smaller card's facts written above
-    kit = tmp_path / "lab" / "common" / "labkit"
-    shutil.copytree(REPO / "lab" / "common" / "labkit", kit, dirs_exist_ok=True,
+    # the kits it includes (the lab kit and the llama.cpp kit), beside the smaller card's facts
+    # written above
+    shutil.copytree(REPO / "lab" / "common", tmp_path / "lab" / "common", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("facts.toml", "__pycache__"))  # fmt: skip
     lab = load_lab(tmp_path / "lab" / "kv-cache" / "lab.yml")
     run = Store(REPO / "build").newest_good("kv-cache")
