@@ -511,7 +511,7 @@
       y: { min: 0, max: top, label: "tokens a second", tick: function (t) { return fmt(t, 0); } },
       lines: [{ cls: "course-calc__line--formula", points: line }],
       vlines: [{ x: v.tokens, cls: "course-calc__vline--input" }], marks: pts,
-      legend: s.legend("the bytes bound for your inputs", [{ kind: "recorded", cls: "course-calc__s1", label: "Qwen3-0.6B, measured" }]) };
+      legend: s.legend("the bytes bound for your inputs", [{ kind: "recorded", cls: "course-calc__s1", label: "Qwen3-0.6B, measured in the lab (under its own bound, far higher: its weights are small)" }]) };
   }
 
   /* transformers' budget (a function of the share) and vLLM's, for a set of inputs */
