@@ -108,6 +108,9 @@
     var tables = (s.tied ? 1 : 2) * s.vocab * s.hidden;
     return (s.layers * perLayer + tables + s.hidden) * 2;
   };
+  A.shapeWeightBytesRead = function (s) { return A.shapeWeightBytes(s) - (s.tied ? 0 : s.vocab * s.hidden * 2); };
+  /* lesson 2.4's decode_speed.py: the bytes bound, bandwidth / (weights read + depth × cache per token) */
+  A.decodeBound = function (bandwidth, weightsRead, perToken, depth) { return bandwidth / (weightsRead + depth * perToken); };
   A.layerBytes = function (s, fmt) {
     fmt = fmt || "bf16";
     if (fmt !== "bf16" && fmt !== "fp8") throw new Error("cache format " + fmt + ": expected bf16 or fp8");
@@ -311,6 +314,7 @@
     if (unit === "GiB") return fmt(value / UNIT.GiB, 2) + "\u00a0GiB";
     if (unit === "tok") return tokens(value);
     if (unit === "µs") return fmt(value / UNIT["µs"], value < 1e-4 ? 1 : 0) + "\u00a0µs";
+    if (unit === "tok/s") return fmt(value, value < 100 ? 1 : 0) + "\u00a0tok/s";
     if (unit === "TFLOP/s") return fmt(value / 1e12, 1) + "\u00a0TFLOP/s";
     return fmt(value, Number.isInteger(value) ? 0 : 1);
   }
@@ -453,6 +457,10 @@
     var budget = A.vllm(v.torch_total, v.gpu_memory_utilization, v.weights, v.non_torch, v.activation_peak);
     var outputs = { bytes_per_token: bpt, cache_bytes: bpt * v.tokens, room: budget.cache,
       tokens_fit: Math.max(0, fdiv(budget.cache, bpt)), conversations: A.conversations(budget.cache, bpt, v.tokens) };
+    var dec = decodeBytes(v, s.modelType);
+    outputs.weights_read = dec.read;
+    outputs.decode_d0 = A.decodeBound(v.bandwidth, dec.read, dec.perToken, 0);
+    outputs.decode_depth = A.decodeBound(v.bandwidth, dec.read, dec.perToken, v.tokens);
     var xmax = Math.max(v.tokens, s.data.values.context_tokens || 0) * 1.05;
     var pts = s.points("allocated");
     var y = topOf([bpt * xmax].concat(pts.map(function (p) { return p.y; })));
@@ -470,9 +478,41 @@
         y: { min: 0, max: y, unit: GiB, label: "cache (GiB)", tick: gib },
         lines: [{ cls: "course-calc__line--formula", points: [[0, 0], [xmax, bpt * xmax]] }],
         vlines: [{ x: v.tokens, cls: "course-calc__vline--input" }],
-        marks: pts, legend: s.legend("the formula for your inputs") }
+        marks: pts, legend: s.legend("the formula for your inputs") },
+      gap2: decodeGap(s), chart2: decodeChart(s, v, outputs)
     };
   };
+  /* the bytes bound of 2.4's step 4 for a set of inputs: weights read and cache bytes per token */
+  function decodeBytes(v, modelType) {
+    var cfg = { num_hidden_layers: v.num_hidden_layers, num_attention_heads: v.num_attention_heads,
+      num_key_value_heads: v.num_key_value_heads, head_dim: v.head_dim, hidden_size: v.hidden_size,
+      intermediate_size: v.intermediate_size, vocab_size: v.vocab_size, tie_word_embeddings: Boolean(v.tie_word_embeddings),
+      model_type: modelType };
+    return { read: A.shapeWeightBytesRead(A.shapeOfConfig(cfg)), perToken: A.kvBytesPerToken(cfg, v.bytes_per_number) };
+  }
+  function decodeGap(s) {
+    var b = decodeBytes(s.seeds, s.data.model_type || "qwen3");
+    var gaps = s.recorded("decode_8b").map(function (p) {
+      return tokens(p.x) + " " + fmt(100 * p.y / A.decodeBound(s.seeds.bandwidth, b.read, b.perToken, p.x), 0) + "\u00a0%";
+    });
+    return "Measured decoding as a share of the bytes bound, " + s.data.model + ": " + gaps.join(", ") + "." + ours(s);
+  }
+  function decodeChart(s, v, outputs) {
+    var b = decodeBytes(v, s.modelType), xmax = Math.max(v.tokens, 32768) * 1.05;
+    // the recorded depths are points of the line, so it passes through the bound at each
+    var depths = range(0, xmax, 40, false).concat(s.recorded("decode_8b").map(function (p) { return p.x; }));
+    depths.sort(function (a, b) { return a - b; });
+    var line = depths.map(function (d) { return [d, A.decodeBound(v.bandwidth, b.read, b.perToken, d)]; });
+    var pts = s.points("decode_8b").concat(s.points("decode_06b").map(function (p) { p.cls = "course-calc__s1"; return p; }));
+    var top = topOf([outputs.decode_d0].concat(pts.map(function (p) { return p.y; })));
+    return { label: "Decoding speed against tokens cached: the bytes bound falls from " + shown(outputs.decode_d0, "tok/s") +
+        " with an empty cache, with " + pts.length + " measured points",
+      x: { min: 0, max: xmax, label: "tokens already cached (depth)", tick: tokensTick },
+      y: { min: 0, max: top, label: "tokens a second", tick: function (t) { return fmt(t, 0); } },
+      lines: [{ cls: "course-calc__line--formula", points: line }],
+      vlines: [{ x: v.tokens, cls: "course-calc__vline--input" }], marks: pts,
+      legend: s.legend("the bytes bound for your inputs", [{ kind: "recorded", cls: "course-calc__s1", label: "Qwen3-0.6B, measured in the lab (under its own bound, far higher: its weights are small)" }]) };
+  }
 
   /* transformers' budget (a function of the share) and vLLM's, for a set of inputs */
   function budgets(v, modelType) {
@@ -637,6 +677,7 @@
       modelFields: numeric.filter(function (n) { return n !== "tokens" && inputs[n].closest(".course-calc__group--model"); }) };
     state.cardFields = numeric.filter(function (n) { return inputs[n].closest(".course-calc__group--card"); });
     var gapLine = form.querySelector("[data-gap]"), plot = form.querySelector("[data-chart]");
+    var gap2 = form.querySelector("[data-gap2]"), plot2 = form.querySelector("[data-chart2]");
     var status = form.querySelector(".course-calc__group--model .course-calc__status");
     var mineLine = form.querySelector("[data-mine]");
     var cards = {};
@@ -732,6 +773,7 @@
       });
       gapLine.textContent = result.gap + mineGap();
       draw(plot, result.chart);
+      if (result.chart2 && plot2) { gap2.textContent = result.gap2; draw(plot2, result.chart2); }
     }
     function later() { if (!pending) { pending = true; window.requestAnimationFrame(update); } }
 

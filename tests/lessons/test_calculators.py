@@ -12,6 +12,7 @@ scheme, and the PDF prints the worked rows, not the form.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -100,6 +101,53 @@ def qwen3_8b(*names: str) -> dict[str, Any]:
     return {n: QWEN3_8B[n] for n in names}
 
 
+DEPTHS = (0, 2048, 8192, 16384, 32768)
+
+
+def test_the_kv_cache_calculator_bounds_decoding_as_step_4_did(tab: Any) -> None:
+    """Qwen3-8B on the H200: the bytes bound at depth 0 and its line pass through the recorded
+    bounds, the recorded speeds of both models are drawn, and the gaps are the recorded shares."""
+    tab.goto("part-2/kv-cache/")
+    form = mounted(tab, "kv-cache")
+    assert form.locator("select[name=card]").input_value() == "h200"
+    rec = lambda name: recorded("kv-cache", f"decode-speed.{name}")  # noqa: E731
+    assert out(form, "weights_read") == rec("weights_read_8b")
+    assert math.isclose(out(form, "decode_d0"), rec("bound_8b_d0"), rel_tol=1e-4)
+    assert "tok/s" in form.locator("output[name=decode_d0]").inner_text()
+    chart = form.locator("[data-chart2]")
+    for d in DEPTHS:  # the line's value at each recorded depth: the recorded bound
+        fill(tab, form, {"tokens": d})
+        assert math.isclose(out(form, "decode_depth"), rec(f"bound_8b_d{d}"), rel_tol=1e-4), d
+    # drawn: the line, in the chart's pixels, at each 8B point's depth stands above the point as
+    # far as the recorded bound is above the speed (to a pixel's rounding)
+    drawn = chart.locator("svg").evaluate(
+        """svg => {
+        const base = Number(svg.querySelector(".course-calc__axis-line").getAttribute("y1"));
+        const line = svg.querySelector("path.course-calc__line--formula").getAttribute("d")
+          .split(/[ML]/).filter(Boolean).map(p => p.trim().split(" ").map(Number));
+        const eight = ".course-calc__point--recorded:not(.course-calc__s1)";
+        return [...svg.querySelectorAll(eight)].map(c => {
+          const x = Number(c.getAttribute("cx")), y = Number(c.getAttribute("cy"));
+          const at = line.find(p => Math.abs(p[0] - x) < 0.06);
+          return [c.getAttribute("data-name"), at ? (base - at[1]) / (base - y) : null]; }); }"""
+    )
+    assert len(drawn) == len(DEPTHS)
+    for name, ratio in drawn:
+        d = name.rsplit("_d", 1)[1]
+        assert ratio is not None, name
+        assert math.isclose(ratio, rec(f"bound_8b_d{d}") / rec(f"tok_s_8b_d{d}"), rel_tol=0.01)
+    marks = chart.locator(".course-calc__point--recorded")
+    assert marks.count() == 10
+    ys = sorted(float(marks.nth(i).get_attribute("data-y")) for i in range(10))
+    want = sorted(
+        [rec(f"tok_s_8b_d{d}") for d in DEPTHS] + [rec(f"tok_s_06b_d{d}") for d in DEPTHS]
+    )
+    assert ys == want
+    gap = form.locator("[data-gap2]").inner_text()
+    for d in DEPTHS:
+        assert f"{d:,} tokens {rec(f'frac_8b_d{d}'):,.0f}\u00a0%" in gap, (d, gap)
+
+
 def test_the_kv_cache_calculator_gives_the_pages_numbers(tab: Any) -> None:
     tab.goto("part-2/kv-cache/")
     tab.wait_for_load_state("networkidle")
@@ -116,7 +164,7 @@ def test_the_kv_cache_calculator_gives_the_pages_numbers(tab: Any) -> None:
     assert out(form, "tokens_fit") == recorded("kv-cache", "cache-budget.tokens")
     fill(tab, form, {"tokens": recorded("kv-cache", "size.context_tokens")})
     assert out(form, "conversations") == recorded("kv-cache", "cache-budget.conversations")
-    points = form.locator(".course-calc__point--recorded")
+    points = form.locator("[data-chart] .course-calc__point--recorded")
     assert points.count() == 2
     assert [float(points.nth(i).get_attribute("data-y")) for i in range(2)] == [
         recorded("kv-cache", "gpu-check.allocated_4096_8b"),
@@ -277,7 +325,7 @@ def test_a_learners_compare_json_is_plotted_beside_ours(
     if lesson == "prefill-decode":  # the speeds scale with the card: ours scaled, theirs slower
         assert len(scaled) >= 3
         assert form.locator("[name=bandwidth]").input_value() == "1008.0"
-    legend = form.locator(".course-calc__legend").inner_text()
+    legend = form.locator(".course-calc__legend").first.inner_text()
     assert "your run" in legend
     # the gaps stay the recorded run's, whatever card the line is now drawn for
     gap = form.locator("[data-gap]").inner_text()
@@ -297,7 +345,8 @@ def test_a_calculator_mounts_once_after_instant_navigation(tab: Any) -> None:
     form = mounted(tab, "kv-cache")
     fill(tab, form, {"tokens": 4096})
     assert out(form, "cache_bytes") == recorded("kv-cache", "size.cache_4096_8b")
-    assert form.locator("svg.course-calc__svg").count() == 1  # drawn once, not twice
+    for chart in ("[data-chart]", "[data-chart2]"):  # each drawn once, not twice
+        assert form.locator(f"{chart} svg.course-calc__svg").count() == 1, chart
     assert tab.evaluate("window.__marker") == 1  # no page load in between
     assert len([u for u in tab.requests if u.endswith("calculator.js")]) == 1
 
@@ -358,3 +407,5 @@ def test_the_pdf_prints_the_worked_rows_not_the_form(repo_site: tuple[Path, str]
         "kv-cache", "size.cache_4096_8b"
     )
     assert f"+{gap:,} B" in text
+    bound = recorded("kv-cache", "decode-speed.bound_8b_d0")
+    assert "Decoding with an empty cache" in text and f"{bound:,.0f}" in text

@@ -267,3 +267,31 @@ def test_the_roofline_follows_lesson_2_3s(lab: dict[str, ModuleType], js: Any) -
     )
     assert len(cases) > 8
     same(expected, got, "roofline")
+
+
+def test_the_decode_bound_follows_lesson_2_4s(lab: dict[str, ModuleType], js: Any) -> None:
+    """decode_speed.py's bytes bound: the copy bandwidth over the weights a step reads (shapes.py's
+    weight_bytes_read, which the decoder's tensors give too) and depth x configs.py's bytes per
+    token."""
+    c, Shape = lab["labkit.configs"], lab["labkit.shapes"].Shape
+    dense = ("qwen3", "llama", "mistral")
+    plain = [
+        cfg for _, cfg in configs(lab) if cfg.get("model_type") in dense and cfg.get("rope_theta")
+    ]
+    depths, bandwidths = (0, 2048, 32768, 131072), (1008e9, 4228.35e9, 4.8e12)
+    expected = []
+    for cfg in plain:
+        read = Shape.of_config(cfg).weight_bytes_read()
+        per_token = c.kv_bytes_per_token(cfg)
+        expected.append(
+            [read, [[bw / (read + d * per_token) for d in depths] for bw in bandwidths]]
+        )
+    got = js.evaluate(
+        """([cfgs, depths, bws]) => cfgs.map(cfg => { const A = window.CourseCalculator.arith;
+        const read = A.shapeWeightBytesRead(A.shapeOfConfig(cfg)), n = A.kvBytesPerToken(cfg);
+        return [read, bws.map(bw => depths.map(d => A.decodeBound(bw, read, n, d)))]; })""",
+        [plain, depths, bandwidths],
+    )
+    assert any(cfg.get("tie_word_embeddings") for cfg in plain)
+    assert any(not cfg.get("tie_word_embeddings") for cfg in plain)
+    same(expected, got, "decode bound")

@@ -113,6 +113,11 @@ def cards(ctx: PageContext, calc: Calculator, facts: Facts) -> list[CardData]:
         context = float(round(base_of(float(h200.cuda_context.value), h200.cuda_context.unit)))
     for key, card in facts.cards.items():
         figures, note = _facts_figures(card, context)
+        for name, expr in calc.card_figures.get(key, {}).items():
+            try:
+                figures[name] = quantity_base(ctx.evaluate(expr))
+            except CourseError as exc:
+                raise CalculatorError(f"card '{key}', {name}: {exc}") from None
         if all(n in figures for n in calc.card_needs):
             label = _card_label(card.label, figures, calc.card_needs)
             out.append(CardData(key, label, figures, tuple(card.match), tuple(card.avoid), note))

@@ -41,13 +41,19 @@ CARD_MEMORY = Input(
     "torch_total", "Memory PyTorch sees", "card:torch_total", "GiB", "card", "any", decimals=2
 )
 
+DECODE_DEPTHS = (0, 2048, 8192, 16384, 32768)
+"""The depths 2.4's decode-speed step measured."""
+
 # fmt: off
 KV_CACHE = Calculator(
     name="kv-cache",
     title="The KV cache of your model, and the conversations a card holds",
     model="qwen3-8b",
     inputs=(
-        LAYERS, KV_HEADS, HEAD_DIM, BYTES, TOKENS, CARD_MEMORY,
+        LAYERS, KV_HEADS, HEAD_DIM, HEADS, HIDDEN, INTERMEDIATE, VOCAB, TIED, BYTES, TOKENS,
+        CARD_MEMORY,
+        Input("bandwidth", "Memory bandwidth (a large copy's: bytes read plus written)",
+              "card:bandwidth", "GB/s", "card", "any", decimals=1),
         Input("gpu_memory_utilization", "vLLM's gpu_memory_utilization",
               "fact:engines.vllm.gpu_memory_utilization_before", group="engine", step="0.01",
               decimals=2),
@@ -64,14 +70,24 @@ KV_CACHE = Calculator(
         Output("room", "Room for the cache on the card, by vLLM's rule", "GiB"),
         Output("tokens_fit", "Tokens that fit", "tok"),
         Output("conversations", "Conversations of that length at once"),
+        Output("weights_read", "Weights one decode step reads", "GiB"),
+        Output("decode_d0", "Fastest decoding with an empty cache, by the bytes", "tok/s"),
+        Output("decode_depth", "Fastest decoding at the end of that conversation", "tok/s"),
     ),
+    card_figures={"h200": {"bandwidth": "decode-speed.copy_bandwidth"}},
     points=(
         Point("allocated", 4096, "gpu-check.allocated_4096_8b", "allocated for 4,096 tokens"),
         Point("allocated", 32768, "gpu-check.allocated_32768_8b", "allocated for 32,768 tokens"),
-    ),
+    )
+    + tuple(Point("decode_8b", d, f"decode-speed.tok_s_8b_d{d}", f"Qwen3-8B at depth {d:,}")
+            for d in DECODE_DEPTHS)
+    + tuple(Point("decode_06b", d, f"decode-speed.tok_s_06b_d{d}", f"Qwen3-0.6B at depth {d:,}")
+            for d in DECODE_DEPTHS),
     values={"context_tokens": "size.context_tokens"},
     chart="Cache size against the tokens of one conversation: the formula's line for the inputs, "
     "with what PyTorch's allocator handed out in the lab",
+    chart2="Decoding speed against the tokens already cached: the bytes bound for the inputs, "
+    "with the speeds the lab measured for Qwen3-8B and Qwen3-0.6B",
     table=Table(
         "Worked rows: Qwen3-8B on the H200",
         ("Qwen3-8B", "On paper", "On the GPU", "Gap"),
@@ -87,6 +103,13 @@ KV_CACHE = Calculator(
              _gap("cache-budget.reserved - cache-budget.room")),
             (T("Full-length conversations at once"), _v("cache-budget.conversations"),
              T("not measured"), T("")),
+            (T("Decoding with an empty cache, tok/s (gap: the share of the bound reached)"),
+             _v("decode-speed.bound_8b_d0", None, 0),
+             _v("decode-speed.tok_s_8b_d0", None, 0), _v("decode-speed.frac_8b_d0", None, 0)),
+            (T("Decoding after 32,768 tokens, tok/s (the same)"),
+             _v("decode-speed.bound_8b_d32768", None, 0),
+             _v("decode-speed.tok_s_8b_d32768", None, 0),
+             _v("decode-speed.frac_8b_d32768", None, 0)),
         ),
     ),
 )

@@ -137,6 +137,9 @@ class Calculator:
     card_seed: str = "h200"
     """The card chosen first: a facts key or an extra option's key."""
     extra_cards: tuple[CardOption, ...] = ()
+    card_figures: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Figures of a facts card taken from the page's run instead (card key -> figure name ->
+    expression in base units): the H200's copy bandwidth as the lesson's own step measured it."""
     points: tuple[Point, ...] = ()
     values: dict[str, str] = field(default_factory=dict)
     """Further recorded values the script needs (name -> expression)."""
@@ -144,4 +147,6 @@ class Calculator:
     """Course facts the script needs (name -> the fact's dotted name), beside `values`."""
     chart: str = ""
     """What the chart draws, in words (its accessible name)."""
+    chart2: str = ""
+    """What a second chart draws, in words ('' for none)."""
     table: Table | None = None

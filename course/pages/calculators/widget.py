@@ -156,7 +156,19 @@ def _chart(calc: Calculator) -> str:
         f'<figure class="course-calc__chart" aria-labelledby="{cid}-caption">'
         f'<div class="course-calc__plot" data-chart></div>'
         f'<figcaption id="{cid}-caption">{_esc(calc.chart)}.</figcaption></figure>'
-        f'<p class="course-calc__gap" data-gap role="status"></p>'
+        f'<p class="course-calc__gap" data-gap role="status"></p>' + _chart2(calc)
+    )
+
+
+def _chart2(calc: Calculator) -> str:
+    if not calc.chart2:
+        return ""
+    cid = f"calc-{calc.name}-chart2"
+    return (
+        f'<figure class="course-calc__chart" aria-labelledby="{cid}-caption">'
+        f'<div class="course-calc__plot" data-chart2></div>'
+        f'<figcaption id="{cid}-caption">{_esc(calc.chart2)}.</figcaption></figure>'
+        f'<p class="course-calc__gap" data-gap2 role="status"></p>'
     )
 
 
