@@ -22,6 +22,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from course.package.expected import compare_files
 from course.record.models import HashParts, HostFacts, Record, Spread, StepRecord, Value
@@ -195,6 +196,23 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update"]
+"""Debian's Chromium as root, asking nothing of the network by itself."""
+
+
+@contextlib.contextmanager
+def chromium_browser() -> Iterator[Any]:
+    """Debian's Chromium through Playwright (never a downloaded browser), closed afterwards."""
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 @contextlib.contextmanager

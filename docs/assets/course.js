@@ -253,6 +253,8 @@
     return calculatorScript;
   }
   function openCalculator(slot, focus) {
+    // a press while the form is already coming (the reader scrolled near it) still moves focus
+    if (focus) slot.setAttribute("data-focus", "1");
     if (slot.getAttribute("data-state") || !CALCULATOR_SRC) return;
     slot.setAttribute("data-state", "loading");
     slot.setAttribute("aria-busy", "true");
@@ -270,7 +272,7 @@
       slot.replaceWith(node);
       got[1].mount(node);
       var first = node.querySelector("input, select, textarea");
-      if (focus && first) first.focus();
+      if (slot.getAttribute("data-focus") && first) first.focus();
     }).catch(function () {
       slot.removeAttribute("data-state");
       slot.removeAttribute("aria-busy");

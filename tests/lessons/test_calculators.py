@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CHROMIUM, REPO
+from support import REPO, chromium_browser
 
 from course.pages.choose import lesson_page_runs
 from course.record.store import Store
@@ -42,15 +42,8 @@ def recorded(lesson: str, name: str) -> Any:
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    from playwright import sync_api
-
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-background-networking", "--disable-component-update"],
-        )
+    with chromium_browser() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture()

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import walk
-from support import CHROMIUM, REPO
+from support import REPO, chromium_browser
 
 from course.lab.load import load_lab
 from course.pages.install import cpu_install_commands, install_commands
@@ -215,12 +215,8 @@ LINE_BOXES = """() => {
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    from playwright import sync_api
-
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    with chromium_browser() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.mark.browser

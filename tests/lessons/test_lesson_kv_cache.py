@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import CHROMIUM, COURSE, REPO
+from support import COURSE, REPO, chromium_browser
 
 from course.record.store import Store
 
@@ -85,14 +85,9 @@ def test_axe_finds_nothing_serious_on_the_kv_cache_page(
     site: tuple[Path, str], scheme: str
 ) -> None:
     from axe_playwright_python.sync_playwright import Axe
-    from playwright import sync_api
 
     _, base = site
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-background-networking", "--disable-component-update"],
-        )
+    with chromium_browser() as browser:
         tab = browser.new_page(base_url=base)
         tab.emulate_media(color_scheme=scheme)
         tab.goto(PAGE)
@@ -101,7 +96,6 @@ def test_axe_finds_nothing_serious_on_the_kv_cache_page(
         check.locator("button[type=submit]").click()
         assert tab.locator('[data-check="allocator"] [role=status]').inner_text().strip() != ""
         results = Axe().run(tab)
-        browser.close()
     serious = [
         f"{v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:5]}"
         for v in results.response["violations"]
@@ -166,11 +160,8 @@ def test_every_install_line_names_real_extras_and_the_recorded_versions(
 
 @pytest.mark.parametrize("width", [390, 1280])
 def test_nothing_overflows_the_page(site: tuple[Path, str], width: int) -> None:
-    from playwright import sync_api
-
     _, base = site
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    with chromium_browser() as browser:
         page = browser.new_page(viewport={"width": width, "height": 900})
         page.goto(base + PAGE)
         widths = page.evaluate(
@@ -192,6 +183,5 @@ def test_nothing_overflows_the_page(site: tuple[Path, str], width: int) -> None:
                       cut: pres.filter(p => p.scrollWidth > p.clientWidth + 1).length};
             }"""
         )
-        browser.close()
     assert widths["page"] <= widths["W"] and widths["outside"] == []
     # terminal lines: tests/lessons/test_learner_path.py (no wrapping, and the width budget)

@@ -11,7 +11,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import CHROMIUM, NO_ZENSICAL, SITE_FIXTURE, ZENSICAL, free_port, make_project, serving
+from support import (
+    CHROMIUM,
+    NO_ZENSICAL,
+    SITE_FIXTURE,
+    ZENSICAL,
+    chromium_browser,
+    free_port,
+    make_project,
+    serving,
+)
 
 from course.site import build_site
 
@@ -44,17 +53,10 @@ def base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    from playwright import sync_api  # a test dependency: missing, the test fails rather than skips
-
     if not Path(CHROMIUM).exists():
         pytest.fail(f"no Chromium at {CHROMIUM}: tests/run.sh installs Debian's chromium")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-background-networking", "--disable-component-update"],
-        )
+    with chromium_browser() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture()
