@@ -18,26 +18,24 @@ gzip-compressing host sends them; and the whole site's bytes on disk without the
 from __future__ import annotations
 
 import argparse
-import gzip
+import importlib.util
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 # this file's folder first on the path would make `import zensical` import this file
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
 sys.path.insert(0, str(REPO / "tests"))
 
-from support import ZENSICAL, free_port, make_project, serving  # noqa: E402 - tests/ is on the path
+from support import ZENSICAL, make_project  # noqa: E402 - tests/ is on the path
 
 from course.site import ENGINES, build_site  # noqa: E402
 from course.site.after import Written, run_after  # noqa: E402
-
-PAGE_TYPES = {"document", "stylesheet", "script"}
 
 
 def one_round(root: Path, engine: str, cache: Path, site: Path, scratch: Path) -> dict[str, float]:
@@ -64,28 +62,21 @@ def html_alone(root: Path, engine: str, cache: Path, out: Path) -> None:
     run_after(Written(root, out, cache, config), ENGINES[engine].hooked)
 
 
-def page_weight(site: Path, url: str) -> tuple[int, int, list[tuple[str, str, int]]]:
-    """(bytes, gzip bytes, [(type, path, bytes)]) of what the browser fetched for the page."""
-    from playwright.sync_api import sync_playwright
+def _site_build_bench() -> ModuleType:
+    """bench/site_build.py, loaded from its file (this folder is off the import path)."""
+    spec = importlib.util.spec_from_file_location("site_build", REPO / "bench" / "site_build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    port = free_port()
-    with serving(site, port) as base, sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium",
-            args=["--no-sandbox", "--disable-background-networking"],
-        )
-        tab = browser.new_page()
-        seen: list[tuple[str, str]] = []
-        tab.on("requestfinished", lambda r: seen.append((r.resource_type, r.url)))
-        tab.goto(base + url, wait_until="networkidle")
-        browser.close()
-        own = []
-        for kind, address in seen:
-            if kind in PAGE_TYPES:
-                body = urllib.request.urlopen(address).read()
-                own.append((kind, address.removeprefix(base), len(body), gzip.compress(body, 6)))
+
+def page_weight(site: Path, url: str) -> tuple[int, int, list[tuple[str, str, int]]]:
+    """(bytes, gzip bytes, [(type, path, bytes)]) of what the browser fetched for the page:
+    bench/site_build.py's weighing, summed."""
+    own, _ = _site_build_bench().page_weight(site, url)
     listed = [(kind, path, raw) for kind, path, raw, _ in own]
-    return sum(r for *_, r, _ in own), sum(len(g) for *_, g in own), listed
+    return sum(r for *_, r, _ in own), sum(g for *_, g in own), listed
 
 
 def on_disk(site: Path) -> int:
