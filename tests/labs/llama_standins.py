@@ -456,7 +456,10 @@ def run_perplexity(args: list[str]) -> None:
     ppl_q = PPL_BASE * (1 + 10 * kld)
     print(f"Mean PPL(Q)                   : {ppl_q:10.6f} ± 2164.507554")
     print(f"Mean PPL(base)                : {PPL_BASE:10.6f} ± 2170.717992")
-    print(f"Mean ln(PPL(Q)/PPL(base))     : {10 * kld:10.6f} ±   0.000954")
+    # the GPU's run of f16 against f16 prints "-nan" for this uncertainty (the H200, 2026-12-02):
+    # the square root of a variance that rounding made slightly negative
+    unc = f"{'-nan':>10}" if kld == 0 else "  0.000954"
+    print(f"Mean ln(PPL(Q)/PPL(base))     : {10 * kld:10.6f} ± {unc}")
     print("====== KL divergence statistics ======")
     print(f"Mean    KLD: {kld:10.6f} ± {kld / 50:10.6f}")
     print(f"Maximum KLD: {2 * kld:10.6f}")

@@ -188,6 +188,9 @@ def test_recorded_perplexity_output(kit: dict[str, ModuleType]) -> None:
     assert got["q8_0"]["ppl_base"]["value"] == pytest.approx(base["ppl"]["value"], rel=1e-6)
     with pytest.raises(SystemExit, match="--kl-divergence"):
         ppl.kld((FIX / "ppl-base.txt").read_text())
+    # the H200's f16-against-f16 run printed the ratio's uncertainty as "-nan"
+    nan = "Mean ln(PPL(Q)/PPL(base))     :   0.000000 ±       -nan\nMean    KLD:   nan ±   0.1\n"
+    assert ppl.parse(nan) == {"ln_ppl_ratio": {"value": 0.0}}
 
 
 # --- the scripts against the stand-ins -----------------------------------------------------
@@ -246,6 +249,7 @@ def test_kl_divergence_per_cache_against_the_f16_base(lab: Path, kld: dict[str, 
     runs = kld["runs"]
     assert sorted(runs) == ["f16", "q4_0", "q4_0_norot", "q8_0"]  # sorted keys in the file
     assert runs["f16"]["kld_mean"]["value"] == 0
+    assert runs["f16"]["ln_ppl_ratio"] == {"value": 0.0}  # its uncertainty printed as -nan
     means = [runs[n]["kld_mean"]["value"] for n in ("q8_0", "q4_0")]
     assert 0 < means[0] < means[1]
     # the stand-in honours LLAMA_ATTN_ROT_DISABLE, as llama.cpp does: the script must set it

@@ -21,10 +21,13 @@ prints, among others:
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
-NUMBER = r"(-?[\d.]+(?:e[-+]?\d+)?|nan|inf)"
+# C's printf writes a NaN as "nan" or "-nan": an uncertainty is the square root of a variance
+# that rounding makes slightly negative when the two runs agree exactly (f16 against f16)
+NUMBER = r"(-?(?:[\d.]+(?:e[-+]?\d+)?|nan|inf))"
 LINES = {
     "ppl": re.compile(rf"Final estimate: PPL = {NUMBER} \+/- {NUMBER}"),
     "ppl_q": re.compile(rf"Mean PPL\(Q\) +: +{NUMBER} ± +{NUMBER}"),
@@ -53,9 +56,12 @@ def parse(text: str) -> dict[str, Any]:
         if m is None:
             continue
         scale = 0.01 if name in PERCENT else 1.0
-        entry = {"value": float(m.group(1)) * scale}
-        if m.lastindex and m.lastindex > 1:
-            entry["plus_minus"] = float(m.group(2)) * scale
+        value = float(m.group(1)) * scale
+        if not math.isfinite(value):
+            continue  # a figure it could not compute is as good as a line it lacks
+        entry = {"value": value}
+        if m.lastindex and m.lastindex > 1 and math.isfinite(unc := float(m.group(2)) * scale):
+            entry["plus_minus"] = unc  # left out when not a number (JSON has no NaN)
         out[name] = entry
     if (m := CHUNKS.search(text)) is not None:
         out["chunks"], out["n_ctx"] = int(m.group(1)), int(m.group(2))
