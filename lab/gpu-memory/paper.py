@@ -20,6 +20,7 @@ Standard library only:
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -154,15 +155,26 @@ def show_prices(cards: dict[str, Any], by_card: dict[str, Any], fraction: float)
                 )
 
 
+def installed_transformers() -> str | None:
+    """The transformers release installed here, read from its metadata (nothing is imported)."""
+    try:
+        return importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--fraction", type=float, default=0.9, help="max_memory_percent, 0 to 1")
     parser.add_argument(
         "--card", action="append", default=[], help="NAME=TOTAL_MIB:USABLE_GIB, repeatable"
     )
-    version = str(facts.get("engines.transformers.version"))
+    version = installed_transformers() or str(facts.get("engines.transformers.version"))
     parser.add_argument(
-        "--transformers", default=version, help=f"whose planner: 5.17.0 or 5.24.0 ({version})"
+        "--transformers",
+        default=version,
+        help=f"whose planner: 5.17.0 or 5.24.0 (default {version}: the one installed, if any,"
+        " so that step 1 plans as the engine of steps 2 to 5 will)",
     )
     args = parser.parse_args()
     cards = {k: card_of(v) for k, v in CARDS.items()} | dict(parse_card(c) for c in args.card)
