@@ -11,7 +11,7 @@
 # call are lost. The archive is packed from $OUT/build/.
 set -uo pipefail
 out=${OUT:-$PWD/out}; mkdir -p "$out/build"
-site=/tmp/course-site
+site=${COURSE_SITE:-/tmp/course-site}  # where the wheels and this project are installed
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl || exit 1
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade --target "$site" . || exit 1
 export PYTHONPATH=$site PATH=$site/bin:$PATH PYTHONUNBUFFERED=1
