@@ -13,6 +13,7 @@ from pathlib import Path
 from ..diff import ClaimOutcome, Report, compare, render_markdown
 from ..lab.load import LoadedLab
 from ..pages.evaluate import evaluate_pages
+from ..pages.lessons import lesson_pages
 from ..record.models import Run
 from ..record.store import Store
 from .outdated import engines_of
@@ -36,6 +37,8 @@ class Outcome:
     """Every pin of this release in the lesson's files."""
     prose: list[Place] = field(default_factory=list)
     ranges: list[Place] = field(default_factory=list)
+    held: list[tuple[str, str]] = field(default_factory=list)
+    """Pages that pin a run of another release (page, run id): the lab's pins stay as they are."""
 
     @property
     def lesson(self) -> str:
@@ -110,13 +113,30 @@ def outcome(root: Path, loaded: LoadedLab, name: str, version: str, rewrite: boo
         found.failing = [(c, claim_place(root, c)) for c in found.diff.claims if not c.holds_now]
     files = lesson_files(root, loaded)
     before = old.record.engine.get(name) if old else None
+    found.held = pinned_pages(root, lesson, {r.run_id: r for r in [old] if r}, name, version)
     if before and before != version:
-        if rewrite:
+        if rewrite and not found.held:  # a page still showing the old release keeps its pins
             found.moved = rewrite_pins(root, files, name, before, version)
         found.prose = mentions(root, files, name, before)
     found.pins = pinned_at(root, files, name, version)
     found.ranges = ranges_leaving_out(root, files, name, version)
     return found
+
+
+def pinned_pages(
+    root: Path, lesson: str, known: dict[str, Run], name: str, version: str
+) -> list[tuple[str, str]]:
+    """The lesson's own page (the outline's, with its number; not another page reading the same
+    records) when its front matter pins a run not on `version` of `name`."""
+    store = Store(root / "build")
+    held = []
+    for entry in lesson_pages(root / "docs"):
+        if entry.meta.lesson != lesson or not entry.meta.run or not entry.meta.number:
+            continue
+        run = known.get(entry.meta.run) or store.get(lesson, entry.meta.run)
+        if run.record.engine.get(name) != version:
+            held.append((f"docs/{entry.src}", entry.meta.run))
+    return held
 
 
 def outcomes(
@@ -216,13 +236,20 @@ def _pins(found: list[Outcome], name: str, version: str) -> list[str]:
         lines += [f"Pinned to {name}=={version} ({len(moved)} moved by this refresh):", ""]
         lines += [f"- `{p}`{' (moved)' if str(p) in moved else ''}: `{p.text}`" for p in pins]
         lines.append("")
-    follow = [o for o in found if o.new is not None and o.new.good]
+    follow = [o for o in found if o.new is not None and o.new.good and not o.held]
     if follow:
         runs = ", ".join(f"{o.lesson} `{o.new.run_id}`" for o in follow if o.new)
         lines.append(
             "The pages' install lines (“Get the files”) and each zip's START-HERE.md are made "
             f"from the record: they follow the newest good run ({runs})."
         )
+    held = [(o, page, run) for o in found for page, run in o.held]
+    if held:
+        lines += ["", "Pins kept: these pages still show a run of another release, so their "
+                  "lessons' install lines stay as they are (remove `run:` from the page's "
+                  "front matter once its claims hold on the new run, and refresh again):",
+                  ""]  # fmt: skip
+        lines += [f"- `{page}` shows `{run}` ({o.lesson})" for o, page, run in held]
     ranges = [p for o in found for p in o.ranges]
     if ranges:
         lines += ["", f"Requirements whose range leaves {version} out (widen them by hand):", ""]

@@ -308,3 +308,27 @@ def test_refresh_plans_runs_compares_rewrites_pins_and_reports(project: Path, in
         "Pinned to tinyengine==2.0 (0 moved by this refresh):"
         in (project / "build" / f"refresh-{TODAY}.md").read_text()
     )
+
+
+def test_a_page_pinned_to_the_old_release_keeps_the_labs_pins(project: Path, index: str) -> None:
+    """While the page shows a run of 1.0 (its `run:`), the lab's files keep tinyengine==1.0: a
+    learner installs what the page's numbers were measured with."""
+    lab, page = project / "lab" / LESSON, project / "docs" / "part-1" / "tiny.md"
+    runs = Store(project / "build").runs(LESSON)
+    old = next(r for r in runs if r.record.engine.get("tinyengine") == "1.0")
+    text = page.read_text()
+    (lab / "pyproject.toml").write_text(PYPROJECT)  # as before the refresh above
+    (lab / "README.md").write_text(README)
+    page.write_text(
+        text.replace(f"lesson: {LESSON}\n", f"lesson: {LESSON}\nrun: {old.run_id}\n", 1)
+    )
+    try:
+        done = course(project, index, "refresh", LESSON, "--engine", "tinyengine==2.0", "--report")
+        assert done.returncode == 1, done.stderr  # the new run's claims still fail
+        assert (lab / "pyproject.toml").read_text() == PYPROJECT
+        assert (lab / "README.md").read_text() == README
+        report = (project / "build" / f"refresh-{TODAY}.md").read_text()
+        assert f"- `docs/part-1/tiny.md` shows `{old.run_id}` ({LESSON})" in report
+        assert "(0 moved by this refresh)" in report or "moved)" not in report
+    finally:
+        page.write_text(text)
