@@ -5,6 +5,7 @@ page, its data file and its lab; `course check` and the build fail listing each,
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,3 +258,25 @@ def test_a_typed_number_in_any_unit_of_the_record_is_found(unit: str) -> None:
     assert copies_of(typed, [Known("step.amount", 1234.5, unit)]) == [
         Known("step.amount", 1234.5, unit)
     ]
+
+
+def test_a_facts_tooltip_is_held_to_the_pages_words(tmp_path: Path) -> None:
+    """A fact's note shows in its tooltip, so a word about the tooling there is found, at the
+    line of the page that inserts the fact."""
+    root = make_project(tmp_path / "project")
+    facts = (root / FACTS_FILE).read_text(encoding="utf-8").split("\n")
+    at = facts.index("[cards.h200]")
+    at += next(i for i, line in enumerate(facts[at:]) if line.startswith("torch_total ="))
+    facts[at] = re.sub(r'note = "[^"]*"', 'note = "read on our GPU host"', facts[at])
+    assert "our GPU host" in facts[at]
+    (root / FACTS_FILE).write_text("\n".join(facts), encoding="utf-8")
+    page = root / "docs/part-1/tiny.md"
+    text = page.read_text(encoding="utf-8") + '\nThe H200: {{ fact("cards.h200.torch_total") }}.\n'
+    page.write_text(text, encoding="utf-8")
+    (entry,) = [e for e in scan(root / "docs") if e.src == "part-1/tiny.md"]
+    found = [f for f in check_page(root, entry, load_settings(root / "docs")).findings]
+    assert [(f.line, f.check) for f in found] == [(text.count("\n"), "tooling-phrase")]
+    assert found[0].message.startswith(
+        "fact cards.h200.torch_total's tooltip: \"GPU host\" is about the course's tooling"
+    )
+    assert found[0].message.endswith("(reword it in lab/common/labkit/facts.toml)")

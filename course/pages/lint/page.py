@@ -8,6 +8,8 @@ from pathlib import Path
 
 import jinja2
 
+from ...errors import FactsError
+from ...lab.facts import Facts, load_facts
 from ..claims import plain_text
 from ..context import PageContext, Problem
 from ..faq import data_file
@@ -22,6 +24,7 @@ from .marked import prose as to_prose
 from .numbers import Known, known_quantities
 from .settings import Settings
 from .sources import source_addresses
+from .tooltips import fact_tooltips
 
 _DATA_MACROS = frozenset({"check", "faq", "glossary"})
 """Macros that print the page's data file: what they print is checked in that file."""
@@ -82,10 +85,19 @@ def check_page(root: Path, entry: PageEntry, settings: Settings) -> CheckedPage:
         *fit_counts(prose, settings.fit),
         *tooling_phrases(prose, phrases, in_data),
         *source_addresses(shown, body, first_line),
+        *fact_tooltips(shown, body, first_line, _facts(root), phrases),
     ]
     if data_text:
         findings += _data_findings(ctx, data, known, settings)
     return CheckedPage(problems, sorted(findings, key=lambda f: (f.file, f.line, f.check)), ctx)
+
+
+def _facts(root: Path) -> Facts | None:
+    """The course's facts, or None where there are none (a page using fact() reports it)."""
+    try:
+        return load_facts(root)
+    except FactsError:
+        return None
 
 
 def _lesson_header(shown: str, finished: str | None, body: str) -> Prose:
