@@ -182,7 +182,7 @@ def test_a_misspelt_check_in_the_settings_is_named(tmp_path: Path) -> None:
     assert str(caught.value) == (
         "docs/data/lint.yml: 3 problems:\n"
         "  - severity.typed-copies: not a check (did you mean 'typed-copy'?): the checks are "
-        "typed-copy, unit-twice, same-value, tooling-phrase, source-address, fit-rule\n"
+        "typed-copy, unit-twice, same-value, tooling-phrase, source-address, fit-rule, fact-note\n"
         "  - severity.unit-twice: Input should be 'error' or 'warning'\n"
         "  - phrases: unknown key"
     )
@@ -275,7 +275,7 @@ def test_a_facts_tooltip_is_held_to_the_pages_words(tmp_path: Path) -> None:
     page.write_text(text, encoding="utf-8")
     (entry,) = [e for e in scan(root / "docs") if e.src == "part-1/tiny.md"]
     found = [f for f in check_page(root, entry, load_settings(root / "docs")).findings]
-    assert [(f.line, f.check) for f in found] == [(text.count("\n"), "tooling-phrase")]
+    assert [(f.line, f.check) for f in found] == [(text.count("\n"), "fact-note")]
     assert found[0].message.startswith(
         "fact cards.h200.torch_total's tooltip: \"GPU host\" is about the course's tooling"
     )

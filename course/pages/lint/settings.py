@@ -26,11 +26,18 @@ CHECKS = (
     "tooling-phrase",
     "source-address",
     "fit-rule",
+    "fact-note",
 )
 """Every check, as findings and the settings name it."""
 Severity = Literal["error", "warning"]
 Check = Literal[
-    "typed-copy", "unit-twice", "same-value", "tooling-phrase", "source-address", "fit-rule"
+    "typed-copy",
+    "unit-twice",
+    "same-value",
+    "tooling-phrase",
+    "source-address",
+    "fit-rule",
+    "fact-note",
 ]
 
 

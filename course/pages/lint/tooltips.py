@@ -35,7 +35,7 @@ def fact_tooltips(
         line = first_line + body.count("\n", 0, match.start())
         found.append(
             Finding(
-                file, line, "tooling-phrase",
+                file, line, "fact-note",
                 f"fact {name}'s tooltip: {quoted(words.group(0))} is about the course's tooling, "
                 f"not the subject: {quoted(said, 100)} (reword it in {FACTS_FILE})",
             )
