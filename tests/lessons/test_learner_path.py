@@ -33,9 +33,11 @@ import walk
 from support import REPO, chromium_browser
 
 from course.lab.load import load_lab
+from course.pages.choose import lesson_page_runs
 from course.pages.install import cpu_install_commands, install_commands
 from course.pages.outline import load_outline
 from course.pages.widgets import TERMINAL_COLUMNS
+from course.record.models import Run
 from course.record.store import Store
 
 LESSONS = {
@@ -67,6 +69,12 @@ def guide(zips: Path, number: str) -> list[walk.Section]:
     return walk.read((zips / f"lesson-{number}" / "START-HERE.md").read_text(encoding="utf-8"))
 
 
+def page_run_of(lesson: str) -> Run:
+    """The run the lesson's page shows, as the build chooses it."""
+    (chosen,) = [c for c in lesson_page_runs(REPO) if c.lesson == lesson]
+    return Store(REPO / "build").get(lesson, chosen.run_id)
+
+
 def page_steps(lesson: str) -> list[str]:
     """The numbers of the page's "### Step N" headings."""
     text = (REPO / "docs" / PART[lesson] / f"{lesson}.md").read_text(encoding="utf-8")
@@ -79,8 +87,7 @@ def test_start_here_gives_each_step_its_commands_numbered_as_the_page(
 ) -> None:
     lesson = LESSONS[number]
     lab = load_lab(REPO / "lab" / lesson / "lab.yml")
-    run = Store(REPO / "build").newest_good(lesson)
-    assert run is not None
+    run = page_run_of(lesson)  # the run the page shows (its pin, else the newest good)
     sections = guide(zips, number)
     steps = [s for s in sections if s.label]
     # every step of the recipe once, in order, numbered by the page's own steps
@@ -319,8 +326,7 @@ def test_before_you_start_is_linked_and_its_costs_and_lines_are_the_lessons(
         assert row is not None and (row.group(1), row.group(2)) == (low, high), (number, words)
         # and its install lines are the ones the lesson's "Get the files" and START-HERE.md give
         lab = load_lab(REPO / "lab" / lesson / "lab.yml")
-        run = Store(REPO / "build").newest_good(lesson)
-        assert run is not None
+        run = page_run_of(lesson)  # the run the page shows (its pin, else the newest good)
         for line in [*install_commands(lab, run), *(cpu_install_commands(lab, run) or [])]:
             assert unescape(line) in unescape(article), (lesson, line)
             assert line in unescape(page), (lesson, line)
