@@ -346,6 +346,9 @@ def test_a_calculator_mounts_once_after_instant_navigation(tab: Any) -> None:
 
 def test_a_calculator_works_by_keyboard(tab: Any) -> None:
     tab.goto("part-2/kv-cache/")
+    # the page's script has wired the button (it marks the slot as it does): a key pressed
+    # before that does nothing, as on any page whose script has not run yet
+    tab.locator("#calc-kv-cache .course-calc__slot[data-watched]").wait_for(state="attached")
     tab.locator("#calc-kv-cache [data-action=open-calculator]").focus()
     tab.keyboard.press("Enter")  # the button brings the form and puts the focus in it
     tab.locator("form[data-calculator=kv-cache][data-calc-state=ready]").wait_for()
