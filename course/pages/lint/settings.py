@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -19,16 +19,6 @@ from ...record import yamlfast
 
 SETTINGS = Path("data") / "lint.yml"
 """Where the settings lie inside docs/."""
-CHECKS = (
-    "typed-copy",
-    "unit-twice",
-    "same-value",
-    "tooling-phrase",
-    "source-address",
-    "fit-rule",
-    "fact-note",
-)
-"""Every check, as findings and the settings name it."""
 Severity = Literal["error", "warning"]
 Check = Literal[
     "typed-copy",
@@ -39,6 +29,8 @@ Check = Literal[
     "fit-rule",
     "fact-note",
 ]
+CHECKS: tuple[str, ...] = get_args(Check)
+"""Every check, as findings and the settings name it."""
 
 
 class _Model(BaseModel):
