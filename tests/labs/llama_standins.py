@@ -364,13 +364,21 @@ def server_log(args: list[str], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_server(args: list[str]) -> None:
+def opened(args: list[str]) -> tuple[str, dict[str, Any]] | None:
+    """The model file a program was given and its header, or None for `--version` (printed, as
+    the real programs print it)."""
     if "--version" in args:
         print("version: 0.5.0-dev (build 11312, commit 0c1e57098)", file=sys.stderr)
-        return
+        return None
     model = arg(args, "-m")
     assert model is not None
-    meta = header(model)
+    return model, header(model)
+
+
+def run_server(args: list[str]) -> None:
+    if (got := opened(args)) is None:
+        return
+    model, meta = got
     text = server_log(args, meta)
     sys.stdout.write(text)
     sys.stdout.flush()
@@ -392,12 +400,9 @@ def run_server(args: list[str]) -> None:
 
 
 def run_bench(args: list[str]) -> None:
-    if "--version" in args:
-        print("version: 0.5.0-dev (build 11312, commit 0c1e57098)", file=sys.stderr)
+    if (got := opened(args)) is None:
         return
-    model = arg(args, "-m")
-    assert model is not None
-    meta = header(model)
+    _, meta = got
     ctk = arg(args, "-ctk", default="f16") or "f16"
     ctv = arg(args, "-ctv", default="f16") or "f16"
     reps = int(arg(args, "-r", default="5") or 5)
