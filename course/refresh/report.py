@@ -13,7 +13,7 @@ from pathlib import Path
 from ..diff import ClaimOutcome, Report, compare, render_markdown
 from ..lab.load import LoadedLab
 from ..pages.evaluate import evaluate_pages
-from ..pages.lessons import lesson_pages
+from ..pages.lessons import PageEntry, lesson_pages
 from ..record.models import Run
 from ..record.store import Store
 from .outdated import engines_of
@@ -101,8 +101,11 @@ def on_release(runs: list[Run], name: str, version: str) -> tuple[Run | None, Ru
     return old, new
 
 
-def outcome(root: Path, loaded: LoadedLab, name: str, version: str, rewrite: bool) -> Outcome:
-    """Compare, find failing claims and stale sentences, and (`rewrite`) move the pins."""
+def outcome(
+    root: Path, loaded: LoadedLab, name: str, version: str, rewrite: bool, pages: list[PageEntry]
+) -> Outcome:
+    """Compare, find failing claims and stale sentences, and (`rewrite`) move the pins; `pages`
+    are the course's lesson pages."""
     old, new = on_release(Store(root / "build").runs(loaded.lab.lesson), name, version)
     found = Outcome(loaded, old, new)
     if new is None or not new.good:
@@ -113,7 +116,7 @@ def outcome(root: Path, loaded: LoadedLab, name: str, version: str, rewrite: boo
         found.failing = [(c, claim_place(root, c)) for c in found.diff.claims if not c.holds_now]
     files = lesson_files(root, loaded)
     before = old.record.engine.get(name) if old else None
-    found.held = pinned_pages(root, lesson, {r.run_id: r for r in [old] if r}, name, version)
+    found.held = pinned_pages(root, lesson, pages, name, version)
     if before and before != version:
         if rewrite and not found.held:  # a page still showing the old release keeps its pins
             found.moved = rewrite_pins(root, files, name, before, version)
@@ -124,17 +127,16 @@ def outcome(root: Path, loaded: LoadedLab, name: str, version: str, rewrite: boo
 
 
 def pinned_pages(
-    root: Path, lesson: str, known: dict[str, Run], name: str, version: str
+    root: Path, lesson: str, pages: list[PageEntry], name: str, version: str
 ) -> list[tuple[str, str]]:
     """The lesson's own page (the outline's, with its number; not another page reading the same
     records) when its front matter pins a run not on `version` of `name`."""
     store = Store(root / "build")
     held = []
-    for entry in lesson_pages(root / "docs"):
+    for entry in pages:
         if entry.meta.lesson != lesson or not entry.meta.run or not entry.meta.number:
             continue
-        run = known.get(entry.meta.run) or store.get(lesson, entry.meta.run)
-        if run.record.engine.get(name) != version:
+        if store.get(lesson, entry.meta.run).record.engine.get(name) != version:
             held.append((f"docs/{entry.src}", entry.meta.run))
     return held
 
@@ -143,8 +145,9 @@ def outcomes(
     root: Path, lessons: list[LoadedLab], name: str, version: str, rewrite: bool = True
 ) -> list[Outcome]:
     """Every lesson that uses the engine."""
+    pages = lesson_pages(root / "docs")
     return [
-        outcome(root, loaded, name, version, rewrite)
+        outcome(root, loaded, name, version, rewrite, pages)
         for loaded in lessons
         if name in engines_of(loaded)
     ]
