@@ -18,9 +18,16 @@ from typing import Any
 
 import torch
 
-from memlab import Clock, check, human, load_cards, load_config, weight_bytes, write_results
-from planner import cache_bytes_per_token, plan
-from serving import LARGE_ROUND, Memory, add_device_args, build_model, describe, pick_device
+from labkit import facts
+from labkit.checks import check
+from labkit.configs import load_config, weight_bytes
+from labkit.device import add_device_args, describe, pick_device
+from labkit.results import write_results
+from labkit.timing import Stopwatch
+from labkit.units import human
+from paged import SIZED
+from planner import Engine, cache_bytes_per_token, plan, say
+from serving import LAB, LARGE_ROUND, RELEASE, SECTORS, TINY_BATCH_TOKENS, Memory, build_model
 
 FRACTION = 0.9
 
@@ -55,63 +62,67 @@ def bisect(memory: Memory, cfg: dict[str, Any], budget: int, high: int) -> tuple
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_device_args(parser)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add_device_args(parser, weights=True)
     args = parser.parse_args()
-    clock, device = Clock(), pick_device(args.device, args.tiny)
+    clock, device = Stopwatch(), pick_device(args.device, args.tiny, cpu_needs_tiny=True)
     memory = Memory(device)
-    print(describe(device))
+    print(describe(device, "torch", "transformers"))
     model, cfg, how = build_model("Qwen3-8B", device, args.tiny, memory, args.weights)
     per_token, layers = cache_bytes_per_token(cfg), cfg["num_hidden_layers"]
     free = memory.free()
     budget = int(free * FRACTION)
     print(f"Qwen3-8B: {how}; {per_token:,} B per token of cache")
-    print(
-        f"free with the weights in: {free:,} B ({human(free)});"
-        f" budget x {FRACTION}: {budget:,} B ({human(budget)})"
-    )
+    print(f"free with the weights in: {free:,} B ({human(free)})")
+    print(f"budget, {FRACTION} of it:     {budget:,} B ({human(budget)})")
     per_tensor = cfg["num_key_value_heads"] * cfg["head_dim"] * 2  # bytes per token in one tensor
     predicted = budget // per_token
     # each of the 2 x layers tensors is rounded up to 2 MiB: whole 2 MiB pieces per tensor
     rounded = (budget // (2 * layers)) // LARGE_ROUND * LARGE_ROUND // per_tensor
-    engine = plan(cfg, budget)["cache_tokens"]
+    eng = Engine(
+        release=RELEASE, max_batch_tokens=TINY_BATCH_TOKENS if SECTORS and args.tiny else None
+    )
+    engine = plan(cfg, budget, eng)["cache_tokens"]
     cap = "a pretend allocator rounding like CUDA's" if memory.pretend else "PyTorch's allocator"
     if not memory.pretend:  # the allocator refuses once its reserved memory would pass the cap
         fraction = (memory.reserved() + budget) / memory.total
         # the allocator wants the device's index, not `cuda`
         torch.cuda.set_per_process_memory_fraction(fraction, torch.cuda.current_device())
-    memory.reset_peak()
+    memory.peaks.part()
     try:
         found, tries = bisect(memory, cfg, budget, predicted + 1)
     finally:
         if not memory.pretend:
             torch.cuda.set_per_process_memory_fraction(1.0, torch.cuda.current_device())
-    print(f"\nbisection on torch.OutOfMemoryError ({cap}, capped at the budget), {tries} tries:")
+    say(f"\nbisection on torch.OutOfMemoryError ({cap}, capped at the budget), {tries} tries:")
     print(f"  predicted, budget / bytes per token:                 {predicted:>12,} tokens")
     print(
         f"  predicted with each of {2 * layers} tensors rounded to 2 MiB:   {rounded:>12,} tokens"
     )
-    print(
-        f"  found by allocating:                                 {found:>12,} tokens"
-        f"  ({found / predicted:.4f} of the prediction)"
-    )
-    print(f"  what the engine's planner gives its cache (room kept for a batch): {engine:,} tokens")
-    print(
-        f"  the model was trained for {cfg['max_position_embeddings']:,} tokens:"
+    print(f"  found by allocating:                                 {found:>12,} tokens")
+    print(f"    ({found / predicted:.4f} of the prediction)")
+    say(f"  what the engine's planner gives its cache (room kept for a batch): {engine:,} tokens")
+    say(
+        f"  the config allows {cfg['max_position_embeddings']:,} tokens (max_position_embeddings):"
         f" memory would hold {found / cfg['max_position_embeddings']:.1f} times that"
     )
+    native, yarn = (
+        facts.fact(f"models.qwen3-8b.{k}").value for k in ("native_context", "yarn_context")
+    )
+    print(f"  (Qwen3-8B was trained for {native:,} tokens; {yarn:,} with YaRN rope scaling)")
     # With the allocator's defaults the answer is the rounded prediction to the token; a
     # PYTORCH_CUDA_ALLOC_CONF of your own (expandable segments) may round in larger pieces.
     check(0.98 * predicted <= found <= predicted, "the longest context found is off the prediction")
     print(f"  found - rounded prediction: {found - rounded:+,} tokens")
-    card = load_cards()["cards"]["card_24gb"]
-    full = load_config("Qwen3-8B")  # the real model's shapes, even with --tiny
-    budget_24 = int((card["usable_bytes"] - weight_bytes(full)) * FRACTION)
+    room = facts.room("rtx-4090")  # PyTorch's total less the CUDA context
+    full = load_config(LAB / "models" / "Qwen3-8B" / "config.json")  # real shapes, even --tiny
+    budget_24 = int((room.bytes - weight_bytes(full)) * FRACTION)
     paper_24 = budget_24 // cache_bytes_per_token(full)
-    engine_24 = plan(full, budget_24)["cache_tokens"]
+    engine_24 = plan(full, budget_24, Engine(release=RELEASE))["cache_tokens"]
+    say(f"on paper, Qwen3-8B on {room.text}:")
     print(
-        f"on paper, Qwen3-8B on {card['name']}: budget {human(budget_24)} -> {paper_24:,} tokens"
-        f" of cache alone, {engine_24:,} once the engine keeps room for a batch"
+        f"  budget {human(budget_24)} -> {paper_24:,} tokens of cache alone,"
+        f" {engine_24:,} once the engine keeps room for a batch"
     )
     results = {
         "device": device.type,
@@ -135,14 +146,11 @@ def main() -> None:
             "predicted_tokens": paper_24,
             "engine_cache_tokens": engine_24,
         },
-        "peak_gpu_memory": memory.step_peak(),
-        "wall_s": clock.seconds(),
     }
-    print(
-        f"\npeak GPU memory: {human(results['peak_gpu_memory']['reserved'])} reserved"
-        " (this step sizes itself to the card);"
-        f" wall time {results['wall_s']:.1f} s"
-    )
+    print()
+    results["peak_gpu_memory"] = memory.peaks.report(sized_to_card=SIZED)
+    results["wall_s"] = clock.seconds()
+    print(f"wall time {results['wall_s']:.1f} s")
     print(f"wrote {write_results('edge', results)}")
     del model  # held until here: the weights stay on the GPU while the budget is tried
 

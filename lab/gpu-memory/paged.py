@@ -21,28 +21,46 @@ from typing import Any
 
 import torch
 
-from memlab import (
+from labkit.checks import check
+from labkit.configs import weight_bytes
+from labkit.device import add_device_args, describe, pick_device
+from labkit.facts import card_named, room
+from labkit.results import write_results
+from labkit.timing import Stopwatch
+from labkit.units import human
+from planner import (
     CONTEXTS,
     MODELS,
-    Clock,
-    check,
-    human,
-    load_cards,
-    weight_bytes,
-    write_results,
+    SEGMENTS,
+    Engine,
+    block_cost,
+    budget,
+    conversations,
+    plan,
+    say,
+    segments,
 )
-from planner import SEGMENTS, budget, coefficients, conversations, peaks, plan, segments
-from serving import Memory, add_device_args, build_model, describe, make_prompts, pick_device, serve
+from serving import (
+    ATTENTION,
+    RELEASE,
+    SECTORS,
+    TINY_BATCH_TOKENS,
+    Memory,
+    build_model,
+    make_prompts,
+    serve,
+)
 
+SIZED = "this step sizes itself to the card: the engine takes a share of whatever memory is free"
 LABELS = {
-    "context": "CUDA context, libraries, driver (before the model)",
+    "context": "CUDA context (before the model)",
     "weights": "weights",
-    "cache": "KV cache tensors (planned blocks + 2 padding blocks)",
-    "batch_tensors": "batch tensors: attention mask, indices (at start-up)",
-    "activations": "working space of the largest batch (its peak)",
-    "allocator": "allocator's cached, unused blocks (peak reserved - allocated)",
-    "libraries": "libraries loaded while serving (outside PyTorch)",
-    "free": "left free (the 1 - F share, rounding, unused reserve)",
+    "cache": "KV cache tensors (+ 2 padding blocks)",
+    "batch_tensors": "batch tensors: mask, indices",
+    "activations": "working space of the largest batch",
+    "allocator": "allocator's cached, unused blocks",
+    "libraries": "libraries loaded while serving",
+    "free": "left free (1 - F, rounding, reserve)",
 }
 
 
@@ -52,13 +70,13 @@ def scaled_contexts(tiny: bool) -> dict[str, int]:
 
 
 def match_card(device: torch.device, memory: Memory) -> tuple[str, dict[str, Any]]:
-    """The card of cards.json this GPU is (by name, or a 24 GB total); else this GPU as measured."""
-    cards = load_cards()["cards"]
+    """The card of the course's facts this GPU is (by its name); else this GPU as measured."""
     name = "pretend GPU (--tiny)" if memory.pretend else torch.cuda.get_device_name(device)
-    if "H200" in name:
-        return "h200", cards["h200"]
-    if not memory.pretend and abs(memory.total - cards["card_24gb"]["total_bytes"]) < 2**31:
-        return "card_24gb", cards["card_24gb"]
+    card = None if memory.pretend else card_named(name)
+    if card is not None and card.torch_total is not None:
+        key = {"h200": "h200", "rtx-4090": "card_24gb"}.get(card.key, card.key)
+        return key, {"name": card.label, "total_bytes": card.torch_total,
+                     "usable_bytes": room(card.key).bytes}  # fmt: skip
     return "this_gpu", {
         "name": name,
         "total_bytes": memory.total,
@@ -90,7 +108,7 @@ def compare(facts: dict[str, Any], paper: dict[str, Any], fraction: float) -> fl
     """Print the engine's numbers beside planner.py's; stop if the blocks differ by over 1 %."""
     print("\nthe planner's own log (ContinuousBatchingLogger):")
     for line in facts["planner_lines"]:
-        print(f"  {line}")
+        print(line)
     available, block = facts["available"], facts["block_size"]
     if facts["available_logged_mib"] is not None:
         check(
@@ -98,7 +116,7 @@ def compare(facts: dict[str, Any], paper: dict[str, Any], fraction: float) -> fl
             "the planner saw a different free memory than this script read",
         )
     diff = (facts["num_blocks"] - paper["num_blocks"]) / paper["num_blocks"]
-    print(f"\non paper: planner.py fed this GPU's free memory ({facts['free_before']:,} B)")
+    say(f"\non paper: planner.py fed this GPU's free memory ({facts['free_before']:,} B)")
     print(f"  x {fraction:.2f}{'':<36} {'paper':>15} {'engine':>15}")
     for label, key_paper, key_engine in (
         ("memory available to the planner (B)", "available", "available"),
@@ -130,24 +148,21 @@ def explain_card(
     """How far the card's figures on paper were from this GPU, line by line, in blocks."""
     n_blocks = nominal["plan"]["num_blocks"] if nominal["plan"] else 0
     eng, fraction, free = facts["engine"], nominal["fraction"], facts["free_before"]
-    co = coefficients(cfg, eng, peaks(cfg, eng)[paper["binding_peak"]])
-    per_block = eng.block_size * (co["cn"] + co["cmn"] * paper["max_batch_tokens"])
+    per_block = block_cost(cfg, eng, paper)
     usable = memory.total - memory.context
-    print(
+    say(
         f"\non paper from the card's figures ({card['name']}, {human(card['usable_bytes'])}"
         f" usable): {n_blocks:,} blocks; the engine made {facts['num_blocks'] - n_blocks:+,}"
     )
+    print(f"  {'':<34} {'paper (B)':>17} {'here (B)':>17} {'blocks':>8}")
     for label, p_val, m_val, sign in (
-        ("memory usable before the model", card["usable_bytes"], usable, 1),
+        ("usable before the model", card["usable_bytes"], usable, 1),
         ("weights", nominal["weights"], held, -1),
-        ("other memory taken before the engine started", 0, usable - held - free, -1),
+        ("other memory taken before start", 0, usable - held - free, -1),
         ("= free when the engine started", nominal["free"], free, 1),
     ):
         effect = sign * (m_val - p_val)  # bytes more (+) or fewer (-) free for the engine
-        print(
-            f"  {label:<46} paper {p_val:>17,} B, here {m_val:>17,} B:"
-            f" {effect * fraction / per_block:+,.1f} blocks"
-        )
+        print(f"  {label:<34} {p_val:>17,} {m_val:>17,} {effect * fraction / per_block:>+8,.1f}")
 
 
 def show_whole_gpu(
@@ -155,13 +170,13 @@ def show_whole_gpu(
 ) -> None:
     """The whole GPU, segment by segment, paper against measured."""
     print(f"\nthe whole GPU, {memory.total:,} B ({human(memory.total)}):")
-    print(f"  {'':<62} {'paper':>17} {'measured':>17}")
+    print(f"  {'':<38} {'paper (B)':>17} {'measured (B)':>17}")
     for seg in SEGMENTS:
-        print(f"  {LABELS[seg]:<62} {on_paper[seg]:>17,} {measured[seg]:>17,}")
+        print(f"  {LABELS[seg]:<38} {on_paper[seg]:>17,} {measured[seg]:>17,}")
     if memory.pretend:
         print("  (on the pretend GPU only the weights and the cache tensors are real figures)")
     reserve = paper["lines"]["activations"]
-    print(
+    say(
         f"  the planner kept {human(reserve)} for the activations of a"
         f" {paper['max_batch_tokens']:,}-token batch;"
         f" the batch used {human(measured['activations'])}"
@@ -169,32 +184,35 @@ def show_whole_gpu(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_device_args(parser)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add_device_args(parser, weights=True)
     parser.add_argument("--model", default="Qwen3-8B", choices=list(MODELS.values()))
     parser.add_argument("--fraction", type=float, default=0.9, help="max_memory_percent, 0 to 1")
     parser.add_argument("--block-size", type=int, help="tokens per block (256; 32 with --tiny)")
     args = parser.parse_args()
-    clock, device = Clock(), pick_device(args.device, args.tiny)
+    clock, device = Stopwatch(), pick_device(args.device, args.tiny, cpu_needs_tiny=True)
     block = args.block_size or (32 if args.tiny else 256)
     prompt_tokens, new_tokens = (32 if args.tiny else 256), 8
     contexts = scaled_contexts(args.tiny)
     memory = Memory(device)
-    print(describe(device))
+    print(describe(device, "torch", "transformers"))
     start = memory.allocated() if not memory.pretend else 0
     model, cfg, how = build_model(args.model, device, args.tiny, memory, args.weights)
     weights, held = weight_bytes(cfg), memory.allocated() - start
     if not args.weights:
         count = sum(p.nbytes for p in model.parameters())
         check(count == weights, "the weights differ from config.json's count")
-    print(f"{args.model}: {how}; weights {weights:,} B ({human(weights)}), {held:,} B allocated")
-    print(
-        "engine: transformers continuous batching, paged KV cache, attention paged|sdpa,"
+    say(f"{args.model}: {how}; weights {weights:,} B ({human(weights)}), {held:,} B allocated")
+    say(
+        f"engine: transformers {RELEASE} continuous batching, paged KV cache, attention {ATTENTION},"
         f" block size {block}, max_memory_percent {args.fraction:.2f}"
     )
 
     # enough prompts to fill the engine's largest batch once, so its activation peak is reached
-    first = plan(cfg, int(memory.free() * args.fraction))
+    batch = TINY_BATCH_TOKENS if SECTORS and memory.pretend else None
+    first = plan(
+        cfg, int(memory.free() * args.fraction), Engine(release=RELEASE, max_batch_tokens=batch)
+    )
     count = ceil(first["max_batch_tokens"] / prompt_tokens)
     prompts = make_prompts(count, prompt_tokens, cfg["vocab_size"])
     print(f"serving {count} prompts of {prompt_tokens} tokens, {new_tokens} new tokens each")
@@ -229,7 +247,7 @@ def main() -> None:
     on_paper = segments(memory.total, free, weights, paper)
     show_whole_gpu(memory, on_paper, measured, paper)
     whole = int(memory.total * args.fraction) - (memory.total - free)
-    print(
+    say(
         f"  the fraction applies to the free memory: {human(facts['available'])} for the engine;"
         f" applied to the whole card (vLLM's way) it would be {human(whole)}"
     )
@@ -237,11 +255,10 @@ def main() -> None:
     for k, c in contexts.items():
         on_p = conversations(paper["num_blocks"], block, c)
         print(f"  {c:>7,} tokens each: {facts['admitted'][k]:>5,}  (paper {on_p:,})")
-    peak, seconds = memory.step_peak(), clock.seconds()
-    print(
-        f"\npeak GPU memory: {human(peak['reserved'])} reserved, {human(peak['allocated'])}"
-        f" allocated (this step sizes itself to the card); wall time {seconds:.1f} s"
-    )
+    print()
+    peak = memory.peaks.report(sized_to_card=SIZED)
+    seconds = clock.seconds()
+    print(f"wall time {seconds:.1f} s")
     planner_keys = (
         "num_blocks",
         "max_batch_tokens",
@@ -254,7 +271,8 @@ def main() -> None:
     serving_keys = ("requests", "generated_tokens", "wall_s", "peak_concurrency")
     results = {
         "device": device.type,
-        "gpu": describe(device),
+        "gpu": describe(device, "torch", "transformers"),
+        "release": RELEASE,
         "model": args.model,
         "weights_how": how,
         "sizes_to_card": True,

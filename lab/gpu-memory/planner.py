@@ -1,8 +1,16 @@
 """The memory planner of transformers' continuous batching, worked out on paper.
 
-Standard library only. This is our own transcription of the sums in transformers 5.17.0,
+Standard library only. This is our own transcription of the sums in transformers'
 `generation/continuous_batching/cache.py` (class `PagedAttentionMemoryHandler`), so that a
 budget can be worked out before any GPU is rented, and checked against the engine after.
+Two releases plan differently, and `Engine.release` picks the transcription:
+
+5.17 (below) solves for the largest batch M and the blocks N together. 5.24 keeps M at its
+setting (8,192 unless told), charges the LM head once per request when the model slices its
+hidden states (`logits_to_keep`), counts the keys and values SDPA reads back from the cache
+(repeated to every query head), keeps the cache in one flat tensor of "sectors" (here one
+sector is one block) with two padding sectors inside the budget, and removes sectors to pay
+for the attention mask: `plan_sectors()`.
 
 The planner is handed `available` bytes (a fraction F of the memory still free once the
 weights are loaded) and chooses two numbers:
@@ -21,15 +29,25 @@ attention mask that SDPA attention needs, M rows by (N + M) columns.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from dataclasses import dataclass
-from math import ceil, floor, sqrt
+from math import ceil, floor, lcm, sqrt
 from typing import Any
+
+# Key used in results/*.json -> folder under models/ (no dots in keys: a capture splits on them).
+MODELS = {"qwen3-8b": "Qwen3-8B", "qwen3-0_6b": "Qwen3-0.6B"}
+# Conversation lengths the lab counts, by label: 8K, 32K and the config's max_position_embeddings.
+CONTEXTS = {"8k": 8_192, "32k": 32_768, "full": 40_960}
+RELEASES = ("5.17", "5.24")  # the transformers releases whose planner is transcribed here
 
 DEFAULT_MAX_BATCH_TOKENS = 8_192  # the engine's default M
 MIN_MAX_BATCH_TOKENS = 256
 CACHE_FILL_PER_BATCH = 0.1  # when M must shrink: one batch may fill at most 10 % of the cache
 INT32, INT64, FP32 = 4, 8, 4
 PADDING_BLOCKS = 2  # the engine allocates two blocks more than it plans (padding reads/writes)
+SECTOR_ALIGN = 128  # 5.24: a sector's bytes are a multiple of 128
+MAX_REQUESTS_PER_BATCH = 1024  # 5.24: the default number of requests in one batch
 # The parts of a GPU's memory a budget names, bottom to top (a stacked chart draws them so).
 SEGMENTS = (
     "context",
@@ -62,6 +80,33 @@ class Engine:
     io_copies: int = 1  # 2 with asynchronous batching (two sets of batch tensors)
     max_blocks_per_request: int = 0  # the flash decode path's block table; 0 with SDPA
     output_rows: int = 1  # 2 when log-probabilities are returned
+    release: str = "5.17"  # whose planner: "5.17" (blocks) or "5.24" (sectors)
+    # 5.24 only: the model computes logits for one token per request (Qwen3 does), so the LM
+    # head is charged once per request of a batch, not per batch token
+    logits_to_keep: bool = True
+    max_requests_per_batch: int = MAX_REQUESTS_PER_BATCH  # 5.24: generate_batch sets it to N
+    max_batch_tokens: int | None = None  # the setting: None lets the planner choose (5.24: 8,192)
+
+
+def say(text: str, width: int = 98) -> None:
+    """Print a sentence wrapped to `width` columns, its lines after the first indented by two
+    spaces more than the first (the lab's output fits a 100-column terminal)."""
+    body = text.lstrip("\n")
+    first = body[: len(body) - len(body.lstrip())]
+    glued = re.sub(r"(\d) (B|KiB|MiB|GiB|tokens|x)\b", "\\1\xa0\\2", body.strip())  # 6.6 MiB
+    lines = textwrap.fill(glued, width, initial_indent=first, subsequent_indent=first + "  ")
+    print(text[: len(text) - len(body)] + lines.replace("\xa0", " "))
+
+
+def fraction_key(fraction: float) -> str:
+    """A memory fraction as a key without a dot: 0.9 -> 'f90'."""
+    return f"f{round(fraction * 100):02d}"
+
+
+def release_of(version: str) -> str:
+    """The planner a transformers version uses: '5.17' before 5.24, '5.24' from it on."""
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return "5.24" if (major, minor) >= (5, 24) else "5.17"
 
 
 def head_dim(cfg: dict[str, Any]) -> int:
@@ -182,7 +227,9 @@ def plan(
     num_blocks: int | None = None,
 ) -> dict[str, Any]:
     """What the planner chooses for `available` bytes, and its budget line by line."""
-    m, blocks = max_batch_tokens, num_blocks
+    m, blocks = max_batch_tokens or eng.max_batch_tokens, num_blocks
+    if eng.release == "5.24":
+        return plan_sectors(cfg, available, eng, m, num_blocks)
     if m is None and blocks is None:
         ceiling, _ = _solve(cfg, eng, available, None, None, CACHE_FILL_PER_BATCH)
         m = max(min(DEFAULT_MAX_BATCH_TOKENS, ceiling), MIN_MAX_BATCH_TOKENS)
@@ -203,20 +250,126 @@ def plan(
         "attention_mask": co["cmn"] * m * n + co["cmm"] * m * m,
         "cache": co["cache_n"] * n,
     }
+    lines["padding"] = 0  # 5.17 allocates its two padding blocks outside the share
+    # the engine's tensors hold two blocks more than the plan (padding that is never allocated)
+    allocated = (blocks + PADDING_BLOCKS) * eng.block_size * co["cache_n"]
+    return result(cfg, eng, available, (m, blocks), allocated, (used, peak_name), lines)
+
+
+def result(
+    cfg: dict[str, Any],
+    eng: Engine,
+    available: int,
+    plan_: tuple[int, int],
+    allocated: int,
+    footprint_: tuple[int, str],
+    lines: dict[str, int],
+    **extra: int,
+) -> dict[str, Any]:
+    """A plan as both releases give it: (M, blocks), the cache's bytes, the budget's lines."""
+    m, blocks = plan_
     lines["rounding"] = available - sum(lines.values())
     return {
+        "release": eng.release,
         "available": available,
         "max_batch_tokens": m,
         "num_blocks": blocks,
+        **extra,
         "block_size": eng.block_size,
-        "cache_tokens": n,
-        "cache_bytes_per_token": co["cache_n"],
-        # the engine's tensors hold two blocks more than the plan (padding that is never allocated)
-        "cache_bytes_allocated": (blocks + PADDING_BLOCKS) * eng.block_size * co["cache_n"],
-        "footprint": used,
-        "binding_peak": peak_name,
+        "cache_tokens": blocks * eng.block_size,
+        "cache_bytes_per_token": cache_bytes_per_token(cfg, eng),
+        "cache_bytes_allocated": allocated,
+        "footprint": footprint_[0],
+        "binding_peak": footprint_[1],
         "lines": lines,
     }
+
+
+def sector_costs(cfg: dict[str, Any], eng: Engine) -> dict[str, int]:
+    """5.24's per-unit costs: of one batch token, one cache token beside the cache, one sector."""
+    peaks(cfg, eng)  # full attention only, as for 5.17
+    a, hd = eng.activation_bytes, head_dim(cfg)
+    heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    # SDPA repeats the keys and values read back from the cache to every query head
+    at_peak = 2 * kv if eng.attention_masks == 0 else 2 * heads + kv
+    lm_head = cfg["hidden_size"] * a + cfg["vocab_size"] * FP32  # a hidden state and its logits
+    attention = a * (cfg["hidden_size"] + heads * hd + 2 * kv * hd + at_peak * hd)
+    per_m = max(0 if eng.logits_to_keep else lm_head, attention)
+    k, groups = eng.io_copies, 1
+    batch_m = k * (
+        7 * INT32 + eng.output_rows * INT32 + groups * eng.max_blocks_per_request * INT32
+    ) + k * groups * (INT64 + INT64)  # write index and the batch part of the read index
+    block_bytes = cache_bytes_per_token(cfg, eng) * eng.block_size
+    sector = lcm(block_bytes, SECTOR_ALIGN)
+    sector_tokens = sector // block_bytes * eng.block_size
+    read_n = at_peak * hd * a  # the old keys and values read back, per cache token
+    index_n = k * groups * INT64
+    logit_rows = eng.max_requests_per_batch * lm_head if eng.logits_to_keep else 0
+    return {
+        "activation_m": per_m,
+        "batch_m": batch_m,
+        "per_m": per_m + batch_m,
+        "read_n": read_n,
+        "index_n": index_n,
+        "sector": sector,
+        "sector_tokens": sector_tokens,
+        "block_bytes": block_bytes,
+        "per_sector": sector + sector_tokens * (read_n + index_n),
+        "fixed": 2 * sector + logit_rows,
+        "logit_rows": logit_rows,
+        "mask": k * eng.attention_masks * a,  # per mask number, M x (N + M) of them
+    }
+
+
+def plan_sectors(
+    cfg: dict[str, Any],
+    available: int,
+    eng: Engine,
+    max_batch_tokens: int | None = None,
+    num_blocks: int | None = None,
+) -> dict[str, Any]:
+    """transformers 5.24's planner (`infer_max_batch_tokens_and_num_sectors`), line by line."""
+    co = sector_costs(cfg, eng)
+    m = max_batch_tokens or DEFAULT_MAX_BATCH_TOKENS
+
+    def mask(sectors: int) -> int:
+        return co["mask"] * m * (sectors * co["sector_tokens"] + m)
+
+    if num_blocks is not None:
+        sectors = max(1, ceil(num_blocks * co["block_bytes"] / co["sector"]))
+    else:
+        sectors = (available - co["fixed"] - m * co["per_m"]) // co["per_sector"]
+        per_sector_mask = mask(sectors + 1) - mask(sectors)
+        sectors -= ceil(mask(sectors) / (co["per_sector"] + per_sector_mask))
+    used = co["fixed"] + m * co["per_m"] + sectors * co["per_sector"] + mask(sectors)
+    if m <= 0 or sectors <= 0:
+        raise PlanError(f"no room for a cache: max_batch_tokens {m:,}, sectors {sectors:,}")
+    if used > available:
+        raise PlanError(f"the footprint {used:,} B is more than the {available:,} B available")
+    n = sectors * co["sector_tokens"]
+    blocks = n // eng.block_size
+    lines = {
+        "activations": co["activation_m"] * m + co["logit_rows"] + co["read_n"] * n,
+        "batch_tensors": co["batch_m"] * m + co["index_n"] * n,
+        "attention_mask": mask(sectors),
+        "cache": cache_bytes_per_token(cfg, eng) * n,
+        "padding": 2 * co["sector"],  # the two padding sectors, inside the share in 5.24
+    }
+    allocated = (sectors + 2) * co["sector"]
+    return result(
+        cfg, eng, available, (m, blocks), allocated, (used, "attention"), lines, num_sectors=sectors
+    )
+
+
+def block_cost(cfg: dict[str, Any], eng: Engine, paper: dict[str, Any]) -> float:
+    """Bytes of the share one more cache block takes, at the plan's largest batch."""
+    m = paper["max_batch_tokens"]
+    if eng.release == "5.24":
+        co = sector_costs(cfg, eng)
+        per_token = co["per_sector"] / co["sector_tokens"] + co["mask"] * m
+        return float(eng.block_size * per_token)
+    co = coefficients(cfg, eng, peaks(cfg, eng)[paper["binding_peak"]])
+    return float(eng.block_size * (co["cn"] + co["cmn"] * m))
 
 
 def conversations(blocks: int, block_size: int, context: int) -> int:
@@ -234,7 +387,7 @@ def budget(
     contexts: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """A card's budget: what is free once the weights are in, the engine's share, its plan."""
-    contexts = contexts or {"8k": 8_192, "32k": 32_768, "full": 40_960}
+    contexts = contexts or CONTEXTS
     free = total - context_bytes - weights
     available = int(free * fraction)  # the engine applies the fraction to the free memory
     out: dict[str, Any] = {

@@ -13,7 +13,6 @@ Everything else, the planner's sums included, runs as it does on a GPU.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import logging
 import random
@@ -22,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from math import ceil
+from pathlib import Path
 from time import perf_counter
 from typing import Any
 
@@ -31,13 +31,25 @@ from transformers import AutoModelForCausalLM, GenerationConfig, Qwen3Config
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 from transformers.generation.continuous_batching import cache as cache_module
 
-from memlab import MIB, check, load_config
+from labkit.checks import check
+from labkit.configs import load_config, tiny_config
+from labkit.memory import PeakMemory
+from labkit.units import MIB
 from planner import Engine
 
+LAB = Path(__file__).resolve().parent
 TINY_TOTAL = 256 * MIB  # the pretend GPU of --tiny
 TINY_CONTEXT = 16 * MIB  # what the pretend GPU loses to a "CUDA context"
-ATTENTION = "paged|sdpa"  # PyTorch's SDPA attention over the paged cache, the same on every machine
 LARGE_ROUND = 2 * MIB  # the CUDA caching allocator rounds large tensors up to 2 MiB
+# transformers 5.24 plans the cache in "sectors" of one flat tensor; 5.17 in blocks per layer
+SECTORS = hasattr(
+    cache_module.PagedAttentionMemoryHandler, "infer_max_batch_tokens_and_num_sectors"
+)
+RELEASE = "5.24" if SECTORS else "5.17"
+# PyTorch's SDPA attention over the paged cache, the same on every machine (5.24 drops "paged|")
+ATTENTION = "sdpa" if SECTORS else "paged|sdpa"
+# 5.24 keeps the largest batch at 8,192 tokens unless told: too large for the pretend GPU
+TINY_BATCH_TOKENS = 3072
 # The engine's settings worth recording, as it resolved them for a run.
 RESOLVED = (
     "max_memory_percent",
@@ -55,30 +67,11 @@ def cache_dtype_setting() -> bool:
     return any("dtype" in f.name for f in fields(ContinuousBatchingConfig))
 
 
-def add_device_args(parser: argparse.ArgumentParser) -> None:
-    """The options every GPU script shares."""
-    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
-    parser.add_argument(
-        "--tiny", action="store_true", help="shrunken models on a pretend 256 MiB GPU (tests, CPU)"
-    )
-    parser.add_argument(
-        "--weights", help="a Hugging Face model id or local folder with real weights"
-    )
-
-
-def pick_device(name: str, tiny: bool) -> torch.device:
-    """The torch device to run on; stop with a hint when CUDA was asked for and is missing."""
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        check(False, "no CUDA GPU is visible; for a quick run on the CPU use --device cpu --tiny")
-    check(name.startswith("cuda") or tiny, "on the CPU the lab runs only with --tiny")
-    return torch.device(name)
-
-
-def describe(device: torch.device) -> str:
-    """One line naming the device and the engine versions, printed first by every GPU script."""
-    what = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU, pretend GPU"
-    versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
-    return f"device: {device.type} ({what}); {versions}"
+def cb_config(**settings: Any) -> ContinuousBatchingConfig:
+    """ContinuousBatchingConfig(**settings); `block_size` is called `page_size` from 5.24 on."""
+    if SECTORS and "block_size" in settings:
+        settings["page_size"] = settings.pop("block_size")
+    return ContinuousBatchingConfig(**settings)
 
 
 class Memory:
@@ -91,15 +84,15 @@ class Memory:
         self.device = device
         self.pretend = device.type != "cuda"
         self.held: dict[str, int] = {}  # pretend GPU: the bytes of the weights it holds
-        self._peak = {"allocated": 0, "reserved": 0}
         if self.pretend:
             self.total, self.context = TINY_TOTAL, TINY_CONTEXT
+            self.peaks = PeakMemory(device)  # zeros on the CPU
             return
         torch.zeros(1, device=device)  # start the CUDA context and the allocator
         torch.cuda.synchronize(device)
         free, self.total = torch.cuda.mem_get_info(device)
         self.context = self.total - free - torch.cuda.memory_reserved(device)
-        torch.cuda.reset_peak_memory_stats(device)
+        self.peaks = PeakMemory(device)  # the step's peak, and each engine run's (part())
 
     def hold(self, name: str, nbytes: int) -> None:
         """Count a model's weights on the pretend GPU (no-op on a real one)."""
@@ -131,31 +124,6 @@ class Memory:
     def reserved(self) -> int:
         """Bytes PyTorch's allocator holds from the GPU."""
         return self.allocated() if self.pretend else int(torch.cuda.memory_reserved(self.device))
-
-    def peak(self) -> dict[str, int]:
-        """Peak allocated and reserved bytes since the last reset_peak()."""
-        if self.pretend:
-            return {"allocated": 0, "reserved": 0}
-        torch.cuda.synchronize(self.device)
-        return {
-            "allocated": int(torch.cuda.max_memory_allocated(self.device)),
-            "reserved": int(torch.cuda.max_memory_reserved(self.device)),
-        }
-
-    def reset_peak(self) -> None:
-        """Start a new peak, keeping the step's highest one for step_peak()."""
-        self._fold()
-        if not self.pretend:
-            torch.cuda.reset_peak_memory_stats(self.device)
-
-    def step_peak(self) -> dict[str, Any]:
-        """The step's peak GPU memory, for its JSON (zeros on the pretend GPU)."""
-        self._fold()
-        return {**self._peak, "device": self.device.type}
-
-    def _fold(self) -> None:
-        for key, value in self.peak().items():
-            self._peak[key] = max(self._peak[key], value)
 
     def breakdown(self) -> tuple[torch.device, int, int, int]:
         """The pretend GPU as the engine's planner asks: device, total, reserved, allocated."""
@@ -191,21 +159,6 @@ class Memory:
         return torch.empty(shape, dtype=dtype, device=self.device)
 
 
-def tiny_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    """A much smaller model of the same shape family, for runs on the CPU."""
-    small = dict(cfg)
-    small.update(
-        num_hidden_layers=2,
-        hidden_size=cfg["hidden_size"] // 16,
-        intermediate_size=cfg["intermediate_size"] // 16,
-        num_attention_heads=cfg["num_attention_heads"] // 4,
-        num_key_value_heads=cfg["num_key_value_heads"] // 4,
-        head_dim=16,
-        vocab_size=4096,
-    )
-    return small
-
-
 def build_model(
     folder: str, device: torch.device, tiny: bool, memory: Memory, weights: str | None = None
 ) -> tuple[Any, dict[str, Any], str]:
@@ -215,7 +168,7 @@ def build_model(
         model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.bfloat16).to(device)
         how = f"real weights from {weights}"
     else:
-        cfg = load_config(folder)
+        cfg = load_config(LAB / "models" / folder / "config.json")
         cfg = tiny_config(cfg) if tiny else cfg
         with torch.device(device):  # built where it runs: no copy of 16 GB through the CPU
             model = AutoModelForCausalLM.from_config(Qwen3Config(**cfg), dtype=torch.bfloat16)
@@ -255,6 +208,7 @@ def engine_log() -> Iterator[list[str]]:
             return (
                 record.levelno >= logging.WARNING
                 and "persistent_manager" not in record.getMessage()
+                and "psutil" not in record.getMessage()  # a CPU offloading cap the lab never uses
             )
 
     keep, level = Keep(), logger.level
@@ -275,15 +229,31 @@ def logged_available_mib(lines: list[str]) -> int | None:
     return None
 
 
-def admitted(cache: Any, tokens: int) -> int:
+def admitted(cache: Any, tokens: int, block: int) -> int:
     """How many conversations of `tokens` tokens the engine's block manager admits at once."""
-    need, ids = ceil(tokens / cache.block_size), []
+    need = ceil(tokens / block)
+    if SECTORS:  # 5.24 counts, without allocating, the requests its free sectors would take
+        cache.evict_cached_blocks()  # finished requests' blocks, kept in case a prompt repeats
+        cache.pool.try_to_free_sectors()
+        check(cache.pool.num_free_sectors == cache.num_sectors, "the cache kept sectors in use")
+        wanted = [dict.fromkeys(cache.cache_allocators, need)] * (cache.num_blocks // need + 1)
+        return int(cache.count_storable_requests(wanted))
+    ids: list[str] = []
     while cache.allocate_blocks(need, f"probe-{len(ids)}", 0) is not None:
         ids.append(f"probe-{len(ids)}")
     for rid in ids:
         cache.free_blocks(rid)
     check(cache.get_num_free_blocks() == cache.num_blocks, "the probe left blocks allocated")
     return len(ids)
+
+
+def cache_tensors(cache: Any) -> tuple[int, str]:
+    """Bytes of the cache's tensors and their number format: a key and a value tensor per layer
+    (5.17), or one flat tensor of bytes holding the sectors (5.24)."""
+    if SECTORS:
+        return int(cache.cache_tensor.nbytes), str(cache.dtype).removeprefix("torch.")
+    tensors = cache.key_cache + cache.value_cache
+    return sum(int(t.nbytes) for t in tensors), str(tensors[0].dtype).removeprefix("torch.")
 
 
 def peak_concurrency(outputs: dict[str, Any]) -> int:
@@ -299,10 +269,12 @@ def peak_concurrency(outputs: dict[str, Any]) -> int:
     return best
 
 
-def engine_settings(manager: Any, model: Any, block_size: int) -> Engine:
-    """The planner's inputs as the engine resolved them (attention, async batching, ...)."""
+def engine_settings(manager: Any, model: Any, block_size: int, batch: int | None) -> Engine:
+    """The planner's inputs as the engine resolved them (attention, async batching, ...);
+    `batch` is the max_batch_tokens it was given (None: its own choice)."""
     cfg = manager.continuous_batching_config
     flash = "flash" in str(model.config._attn_implementation)
+    keep = getattr(model, "_supports_logits_to_keep", None)
     return Engine(
         block_size=block_size,
         cache_bytes=model.dtype.itemsize,
@@ -311,6 +283,10 @@ def engine_settings(manager: Any, model: Any, block_size: int) -> Engine:
         io_copies=2 if cfg.use_async_batching else 1,
         max_blocks_per_request=int(cfg.max_blocks_per_request or 0),
         output_rows=2 if cfg.return_logprobs else 1,
+        release=RELEASE,
+        logits_to_keep=bool(callable(keep) and keep()),
+        max_requests_per_batch=int(getattr(cfg, "max_requests_per_batch", None) or 0),
+        max_batch_tokens=batch,
     )
 
 
@@ -329,17 +305,19 @@ def serve(
     gen = GenerationConfig(
         max_new_tokens=new_tokens, do_sample=False, eos_token_id=-1, pad_token_id=0
     )
-    cb = ContinuousBatchingConfig(**settings)
+    if SECTORS and memory.pretend:
+        settings.setdefault("max_batch_tokens", TINY_BATCH_TOKENS)
+    cb = cb_config(**settings)
     free = memory.free()  # the planner reads the same figure a moment later
     before = memory.allocated()
-    memory.reset_peak()
+    memory.peaks.part()  # the engine run's peak starts here
     with engine_log() as lines, memory.engine_reads_me():
         start = perf_counter()
         outputs = model.generate_batch(
             prompts, generation_config=gen, continuous_batching_config=cb, persistent_manager=True
         )  # kept so that we can read its cache
         wall = perf_counter() - start
-    peak = memory.peak()
+    peak = memory.peaks.part()
     manager = getattr(model, "_cached_continuous_batching_manager", None)
     check(
         manager is not None and manager.batch_processor is not None,
@@ -350,14 +328,16 @@ def serve(
     for out in outputs.values():
         check(out.error is None, f"a request failed: {out.error}")
         check(len(out.generated_tokens) == new_tokens, "a request stopped before its new tokens")
-    tensors = cache.key_cache + cache.value_cache
+    block = int(cb.page_size if SECTORS else cache.block_size)
+    nbytes, dtype = cache_tensors(cache)
     facts: dict[str, Any] = {
+        "release": RELEASE,
         "num_blocks": cache.num_blocks,
-        "block_size": cache.block_size,
+        "block_size": block,
         "max_batch_tokens": cache.max_batch_tokens,
-        "cache_tokens": cache.num_blocks * cache.block_size,
-        "cache_tensor_bytes": sum(t.nbytes for t in tensors),
-        "cache_dtype": str(tensors[0].dtype).removeprefix("torch."),
+        "cache_tokens": cache.num_blocks * block,
+        "cache_tensor_bytes": nbytes,
+        "cache_dtype": dtype,
         "free_before": free,
         "available_logged_mib": logged_available_mib(lines),
         "planner_lines": [
@@ -375,15 +355,15 @@ def serve(
         "requests": len(outputs),
         "generated_tokens": sum(len(o.generated_tokens) for o in outputs.values()),
         "peak_concurrency": peak_concurrency(outputs),
-        "admitted": {k: admitted(cache, c) for k, c in (contexts or {}).items()},
+        "admitted": {k: admitted(cache, c, block) for k, c in (contexts or {}).items()},
     }
     if settings.get("max_memory_percent") is not None:
         facts["available"] = int(free * settings["max_memory_percent"])
-    facts["engine"] = engine_settings(manager, model, cache.block_size)
+    facts["engine"] = engine_settings(manager, model, block, settings.get("max_batch_tokens"))
     resolved = manager.continuous_batching_config
     facts["resolved"] = {k: repr(getattr(resolved, k)) for k in RESOLVED}
     alive = weakref.ref(cache)
-    del cache, tensors, manager
+    del cache, manager
     model.destroy_cached_continuous_batching_manager()
     if alive() is not None:  # the engine's objects hold cycles: a gc pass frees them
         gc.collect()

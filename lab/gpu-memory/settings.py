@@ -18,24 +18,36 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from math import lcm
 from typing import Any
 
 import torch
-from transformers.generation.configuration_utils import ContinuousBatchingConfig
 from transformers.generation.continuous_batching.cache import PagedAttentionMemoryHandler
 
-from memlab import Clock, check, fraction_key, human, weight_bytes, write_results
-from paged import scaled_contexts
-from planner import Engine, cache_bytes_per_token, conversations, plan
+from labkit.checks import check
+from labkit.configs import weight_bytes
+from labkit.device import add_device_args, describe, pick_device
+from labkit.results import write_results
+from labkit.timing import Stopwatch
+from labkit.units import human
+from paged import SIZED, scaled_contexts
+from planner import (
+    SECTOR_ALIGN,
+    Engine,
+    cache_bytes_per_token,
+    conversations,
+    fraction_key,
+    plan,
+    say,
+)
 from serving import (
+    SECTORS,
     Memory,
-    add_device_args,
     build_model,
     cache_dtype_setting,
-    describe,
+    cb_config,
     drop_model,
     make_prompts,
-    pick_device,
     serve,
 )
 
@@ -96,18 +108,34 @@ def eight_bit(
     """Size an 8-bit cache with the engine's planner class, reserve its tensors, and measure
     what 8 bits keep of a key. (Only the cache is reserved: the engine cannot run on it.)"""
     layers, heads, dim = cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["head_dim"]
-    settings = ContinuousBatchingConfig(
+    settings = cb_config(
         block_size=eng.block_size,
         max_memory_percent=fraction,
         max_blocks_per_request=eng.max_blocks_per_request,
         use_async_batching=eng.io_copies == 2,
+        max_batch_tokens=eng.max_batch_tokens,
     )
     with memory.engine_reads_me():
-        handler = PagedAttentionMemoryHandler(
-            model.config, settings, model.dtype, ["full_attention"], layers
-        )
-    handler.cache_dtype = FP8  # the class keeps the cache's and the activations' formats apart
-    m, blocks = handler.infer_max_batch_tokens_and_num_blocks()
+        if SECTORS:  # 5.24: the cache's format sets the sector's bytes; here a sector is a block
+            block_bytes = cache_bytes_per_token(cfg, replace(eng, cache_bytes=1)) * eng.block_size
+            settings.max_requests_per_batch = eng.max_requests_per_batch
+            handler = PagedAttentionMemoryHandler(
+                config=model.config,
+                cb_config=settings,
+                dtype=model.dtype,
+                bytes_per_sector=lcm(block_bytes, SECTOR_ALIGN),
+                tokens_per_sector=lcm(block_bytes, SECTOR_ALIGN) // block_bytes * eng.block_size,
+                bytes_per_block=block_bytes,
+                attn_types=["full_attention"],
+                model_supports_logits_to_keep=eng.logits_to_keep,
+            )
+            m, blocks = handler.infer_max_batch_tokens_and_num_sectors()
+        else:
+            handler = PagedAttentionMemoryHandler(
+                model.config, settings, model.dtype, ["full_attention"], layers
+            )
+            handler.cache_dtype = FP8  # the class keeps the cache's and activations' formats apart
+            m, blocks = handler.infer_max_batch_tokens_and_num_blocks()
     available = handler.available_memory  # what the planner class read, fraction applied
     paper = plan(cfg, available, replace(eng, cache_bytes=1))
     check(
@@ -116,9 +144,13 @@ def eight_bit(
     )
     before = memory.allocated()
     budget = [available]  # only the pretend GPU counts it; a real one has the room
-    # the engine's layout: a key and a value tensor per layer, each with 2 padding blocks
+    # the engine's layout: a key and a value tensor per layer, each with 2 padding blocks (5.17);
+    # one tensor of the same bytes (5.24)
     rows = (blocks + 2) * eng.block_size
-    tensors = [memory.empty((rows, heads, dim), FP8, budget) for _ in range(2 * layers)]
+    if SECTORS:
+        tensors = [memory.empty((rows * 2 * layers, heads, dim), FP8, budget)]
+    else:
+        tensors = [memory.empty((rows, heads, dim), FP8, budget) for _ in range(2 * layers)]
     nbytes = sum(t.nbytes for t in tensors)
     allocated = memory.allocated() - before if not memory.pretend else nbytes
     # what 8 bits keep of a bf16 key: write random keys into one block, read them back
@@ -162,10 +194,11 @@ def one_model(
         "bytes_per_token": cache_bytes_per_token(cfg),
     }
     lengths = "".join(f"{c:>8,}" for c in contexts.values())
-    print(f"\n{folder}: {how}; weights {human(entry['weights'])}; {block}-token blocks")
+    say(f"\n{folder}: {how}; weights {human(entry['weights'])}; {block}-token blocks")
+    print(f"  {'':>42}   conversations of this many tokens")
     print(
-        f"  {'fraction':>8} {'available (B)':>17} {'blocks':>7} {'paper':>7} {'tokens':>10}"
-        f"   conversations of{lengths} tokens"
+        f"  {'fraction':>8} {'available (B)':>17} {'blocks':>7} {'paper':>7}   {'tokens':>10}"
+        f"{lengths}"
     )
     for fraction in fractions:
         got, eng = measure(model, cfg, memory, fraction, block, contexts)
@@ -173,11 +206,11 @@ def one_model(
         convs = "".join(f"{got['conversations'][k]:>8,}" for k in contexts)
         print(
             f"  {fraction:>8.2f} {got['available']:>17,} {got['num_blocks']:>7,}"
-            f" {got['paper_num_blocks']:>7,} {got['cache_tokens']:>10,}   {'':>16}{convs}"
+            f" {got['paper_num_blocks']:>7,}   {got['cache_tokens']:>10,}{convs}"
         )
     if folder == "Qwen3-8B":
         f90 = entry[fraction_key(0.9)]
-        print(
+        say(
             f"  the context length does not enter the planner: the same {f90['cache_tokens']:,}"
             f" tokens hold {f90['conversations']['8k']:,} conversations of {contexts['8k']:,}"
             f" tokens or {f90['conversations']['32k']:,} of {contexts['32k']:,}"
@@ -185,16 +218,16 @@ def one_model(
         fp8 = entry["fp8"] = eight_bit(model, cfg, memory, eng, 0.9, contexts)
         entry["fp8_ratio"] = fp8["cache_tokens"] / f90["cache_tokens"]
         has = "a" if fp8["engine_has_cache_dtype_setting"] else "no"
-        print(
+        say(
             f"\n  the cache in float8_e4m3fn at 0.90: the engine has {has} setting for it, so its"
             " planner class sized it and this script reserved the tensors:"
         )
-        print(
+        say(
             f"    {fp8['num_blocks']:,} blocks, {fp8['cache_tokens']:,} tokens"
             f" ({entry['fp8_ratio']:.2f} x bf16's {f90['cache_tokens']:,}),"
             f" tensors {fp8['tensor_bytes']:,} B ({human(fp8['tensor_bytes'])})"
         )
-        print(
+        say(
             f"    conversations of {contexts['full']:,} tokens: {fp8['conversations']['full']:,}"
             f" (bf16: {f90['conversations']['full']:,}); the cost: keys written in 8 bits"
             f" come back with a relative error of {fp8['relative_error']:.2%}"
@@ -204,19 +237,19 @@ def one_model(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_device_args(parser)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add_device_args(parser, weights=True)
     parser.add_argument("--block-size", type=int, help="tokens per block (256; 32 with --tiny)")
     args = parser.parse_args()
-    clock, device = Clock(), pick_device(args.device, args.tiny)
+    clock, device = Stopwatch(), pick_device(args.device, args.tiny, cpu_needs_tiny=True)
     block, contexts = args.block_size or (32 if args.tiny else 256), scaled_contexts(args.tiny)
     memory = Memory(device)
-    print(describe(device))
+    print(describe(device, "torch", "transformers"))
     big = one_model("Qwen3-8B", FRACTIONS, args, memory, block, contexts)
     small = one_model("Qwen3-0.6B", (0.9,), args, memory, block, contexts)
     ratio = small["f90"]["cache_tokens"] / big["f90"]["cache_tokens"]
     per = small["bytes_per_token"] / big["bytes_per_token"]
-    print(
+    say(
         f"\nat 0.90 Qwen3-0.6B gets {small['f90']['cache_tokens']:,} cache tokens, {ratio:.2f} x"
         f" Qwen3-8B's: its weights leave more memory free, and its tokens take {per:.2f} x"
         " the bytes"
@@ -238,13 +271,11 @@ def main() -> None:
             "paper_conversations_full": [a["paper_conversations"]["full"] for a in at],
             "cache_tokens": [a["cache_tokens"] for a in at],
         },
-        "peak_gpu_memory": memory.step_peak(),
-        "wall_s": clock.seconds(),
     }
-    print(
-        f"\npeak GPU memory: {human(results['peak_gpu_memory']['reserved'])} reserved"
-        f" (this step sizes itself to the card); wall time {results['wall_s']:.1f} s"
-    )
+    print()
+    results["peak_gpu_memory"] = memory.peaks.report(sized_to_card=SIZED)
+    results["wall_s"] = clock.seconds()
+    print(f"wall time {results['wall_s']:.1f} s")
     print(f"wrote {write_results('settings', results)}")
 
 

@@ -207,8 +207,9 @@ def main() -> None:
         if mem.peak is not None:
             peaks.append(mem.peak)
         print(
-            f"\n{name}: {path.name}, weights read per token {human(row['weight_bytes'])} "
-            f"({summary['bits_per_weight']:.2f} bits per weight), KV {per_token:,.0f} B per token; {secs:.1f} s"
+            f"\n{name}: {path.name} ({secs:.1f} s)\n"
+            f"  weights read per token {human(row['weight_bytes'])}"
+            f" ({summary['bits_per_weight']:.2f} bits per weight), KV {per_token:,.0f} B per token"
         )
         print(
             f"  {'depth':>8}  {'median':>12}  {'mean +- std (llama-bench), n':>30}"

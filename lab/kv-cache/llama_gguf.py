@@ -52,6 +52,16 @@ QWEN_PATTERN = (
 # assistant turn before the latest user message losing its <think>...</think> block
 
 
+def _quiet_progress() -> None:
+    """No progress bars while saving: transformers 5.24's "Writing model shards" bar is one
+    line redrawn, which a recorded output keeps as a line too wide to read."""
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging
+
+    disable_progress_bars()
+    logging.disable_progress_bar()
+
+
 def qwen3_tokenizer(cache: Path | None = None) -> Any:
     """A fast tokenizer with Qwen's 151,643 BPE tokens, Qwen3's 26 added tokens and its template.
 
@@ -122,6 +132,7 @@ def save_random_model(name: str, cfg: dict[str, Any], folder: Path, device: str)
             "allocated": torch.cuda.max_memory_allocated(),
             "reserved": torch.cuda.max_memory_reserved(),
         }
+    _quiet_progress()
     model.save_pretrained(folder)
     del model
     qwen3_tokenizer(folder.parent / ".cache").save_pretrained(folder)
