@@ -73,9 +73,7 @@ def qwen3_tokenizer(cache: Path | None = None) -> Any:
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     if cache is not None:
-        key = hashlib.sha256(
-            json.dumps([ADDED, QWEN_PATTERN, CHAT_TEMPLATE]).encode()
-        ).hexdigest()
+        key = hashlib.sha256(json.dumps([ADDED, QWEN_PATTERN, CHAT_TEMPLATE]).encode()).hexdigest()
         cache = cache / f"qwen3-tokenizer-{key[:12]}"
         if (cache / "tokenizer.json").exists():
             return PreTrainedTokenizerFast.from_pretrained(cache)
@@ -85,9 +83,7 @@ def qwen3_tokenizer(cache: Path | None = None) -> Any:
     tok.add_special_tokens(
         [AddedToken(t, normalized=False, special=True) for t in ADDED[:N_SPECIAL]]
     )
-    tok.add_tokens(
-        [AddedToken(t, normalized=False, special=False) for t in ADDED[N_SPECIAL:]]
-    )
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in ADDED[N_SPECIAL:]])
     check(base == N_BPE, f"Qwen's BPE vocabulary has {base:,} tokens, expected {N_BPE:,}")
     check(
         tok.token_to_id("</think>") == N_BPE + len(ADDED) - 1,
