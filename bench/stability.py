@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from course.diff import Report, compare, pick_runs, summary  # noqa: E402
 from course.diff.show import shown_pair, why  # noqa: E402
-from course.pages.evaluate import evaluate_pages, exact_values  # noqa: E402
+from course.pages.evaluate import evaluate_pages, rules_of  # noqa: E402
 from course.pages.format import change, significant  # noqa: E402
 from course.record.models import Run  # noqa: E402
 from course.record.noise import relative_spread  # noqa: E402
@@ -73,7 +73,7 @@ def stability(root: Path, lesson: str, runs: list[str] | None) -> tuple[Report, 
     store = Store(root / "build")
     old, new = pick_runs(store, lesson, *(runs or [None, None]))
     pages = lambda run: evaluate_pages(root, lesson, run)  # noqa: E731 - one use, one line
-    report = compare(old, new, pages, exact_values(root, lesson))
+    report = compare(old, new, pages, rules_of(root, lesson))
     return report, widest_spreads(new)
 
 
@@ -101,7 +101,7 @@ def as_text(report: Report, widest: list[Widest]) -> str:
     for c in report.values:
         if c.verdict.kind in ("moved", "changed"):
             old, new = shown_pair(c)
-            said = why(c, report.tolerance) if c.verdict.kind == "moved" else "a size or count"
+            said = why(c, report) if c.verdict.kind == "moved" else "a size or count"
             lines.append(
                 f"  {c.verdict.kind}: {c.name} {old} → {new} ({change(c.relative)}; {said})"
             )

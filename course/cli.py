@@ -262,7 +262,7 @@ def diff(
     """
     try:
         from .diff import compare, pick_runs, render_console, render_markdown, to_json
-        from .pages.evaluate import evaluate_pages, exact_values
+        from .pages.evaluate import evaluate_pages, rules_of
     except ImportError as exc:
         raise CourseError(
             f"course diff evaluates the lesson's pages and needs the site's packages ({exc.name} "
@@ -275,7 +275,7 @@ def diff(
     warn_damaged(root, [lesson])
     old, new = pick_runs(store, lesson, run_a, run_b)
     pages = lambda run: evaluate_pages(root, lesson, run)  # noqa: E731 - one use, one line
-    report = compare(old, new, pages, exact_values(root, lesson), tolerance / 100)
+    report = compare(old, new, pages, rules_of(root, lesson), tolerance / 100)
     if as_json:
         click.echo(to_json(report))
     elif as_markdown:

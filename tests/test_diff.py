@@ -84,7 +84,8 @@ def test_diff_json_and_markdown(release: Path) -> None:
     moved = [(v["name"], v["class"], v["no_spread"]) for v in data["values"] if v["differs"]]
     assert moved == [("decode.tps_long", "moved", True), ("decode.tps_short", "moved", True)]
     assert data["counts"] == {
-        "moved": 2, "noise": 0, "changed": 0, "added": 0, "removed": 0, "unchanged": 6
+        "moved": 2, "noise": 0, "changed": 0, "chance": 0, "added": 0, "removed": 0,
+        "unchanged": 6,
     }  # fmt: skip
     assert data["values"][0]["relative"] == pytest.approx(150 / 201.7 - 1)
     broken = [c for c in data["claims"] if c["broken"]]

@@ -25,8 +25,18 @@ def plain(value: float, unit: str = "ms", type_: str = "float") -> Value:
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two runs of the timed fixture lesson on two hosts, its script changed in between: one
-    timing moved beyond its spread, one within it, a count changed, two values without spread."""
+    timing moved beyond its spread, one within it, one beyond its quartiles but within the lab's
+    noise between hosts, a count changed, a count that varies by chance, an exact ratio off in
+    its last digit, two values without spread."""
     root = make_timed_project(tmp_path_factory.mktemp("noise") / "project")
+    lab = root / "lab" / "timed-sum" / "lab.yml"
+    text = lab.read_text().replace("steps:\n", "noise: {between_hosts: 5}\nsteps:\n", 1)
+    more = (
+        "      medium_ms: {json: results.json, key: medium.ms, unit: ms, scales: free}\n"
+        "      flips: {json: results.json, key: flips, type: int, scales: free}\n"
+        "      ratio: {json: results.json, key: ratio, unit: none, scales: exact}\n"
+    )
+    lab.write_text(text.replace("    files: [results.json]", more + "    files: [results.json]"))
     host = HostFacts(gpu=Gpu(name="NVIDIA H200", power_limit_w=700.0, sm_clock_max_mhz=1980))
     write_timed_run(
         root,
@@ -37,6 +47,9 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "items": plain(200000, "none", "int"),
             "large_best_ms": plain(1.9),
             "overhead": plain(0.0002794, "s"),
+            "medium_ms": timed(1.0, 0.99, 0.995, 1.005, 1.01),
+            "flips": plain(17, "none", "int"),
+            "ratio": plain(1.3192111076399322, "none"),
         },
         "a" * 64,
         host,
@@ -50,6 +63,9 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "items": plain(200001, "none", "int"),  # a count: always listed
             "large_best_ms": plain(1.91),  # no spread, +0.5 %: within the tolerance
             "overhead": plain(0.0003512, "s"),  # no spread, +25.7 %: moved
+            "medium_ms": timed(1.04, 1.03, 1.035, 1.045, 1.05),  # apart, +4 %: within 5 % hosts
+            "flips": plain(12, "none", "int"),  # declared free: varies from run to run
+            "ratio": plain(1.3192111076399324, "none"),  # exact, off in the 16th digit
         },
         "b" * 64,
         host.model_copy(update={"gpu": host.gpu.model_copy(update={"power_limit_w": 500.0})}),  # type: ignore[union-attr]
@@ -85,17 +101,28 @@ def test_diff_lists_moved_values_apart_from_noise_at_80_columns(two_runs: Path) 
         ["time.overhead", "0.2794 ms", "0.3512 ms", "+25.7 %", "none recorded"],
     ]
     assert "0.0002794" not in out  # seconds below one read in ms
-    counts = rows(out[out.index("Sizes and counts") : out.index("Within noise")])
+    counts = rows(out[out.index("Sizes and counts") : out.index("Not judged")])
     assert counts == [["time.items", "200,000", "200,001", "+0.0 %"]]
+    chance = rows(out[out.index("Not judged") : out.index("Within noise")])
+    assert chance == [
+        ["time.flips", "17", "12", "-29.4 %"],
+        ["time.large_best_ms", "1.900 ms", "1.910 ms", "+0.5 %"],
+    ]
     noise = rows(out[out.index("Within noise") : out.index("values moved beyond")])
     assert noise == [
+        ["time.medium_ms", "1 ms", "1.040 ms", "+4.0 %", "0.9950–1.005 →"],
+        ["", "", "", "", "1.035–1.045 ms"],
+        ["", "", "", "", "(hosts ±5 %)"],
         ["time.small_ms", "0.1900 ms", "0.1950 ms", "+2.6 %", "0.1800–0.2000 →"],
         ["", "", "", "", "0.1850–0.2050 ms"],
-        ["time.large_best_ms", "1.900 ms", "1.910 ms", "+0.5 %", "none recorded"],
     ]
-    assert (
-        "2 values moved beyond their spread, 2 within noise, 1 sizes or counts changed, 0\n"
-        "unchanged (2 with no spread recorded, judged by a 5 % tolerance)" in out
+    tail = out[out.index("values moved beyond") - 2 :]
+    summary = " ".join(tail[: tail.index("Claims")].split())
+    assert summary == (
+        "2 values moved beyond their spread, 2 within noise, 1 sizes or counts changed, 1 "
+        "unchanged, 2 not judged (scales: free); of those within noise, 1 moved beyond their "
+        "quartiles by no more than the lab's 5 % between hosts (1 with no spread recorded, "
+        "judged by a 5 % tolerance)"
     )
     assert "│ time │ changed: sum_times.py" in out  # the lab input that changed
     host = out[: out.index("Lab inputs")]
@@ -115,10 +142,16 @@ def test_diff_json_carries_the_classification(two_runs: Path) -> None:
         "time.overhead": ("moved", True),
         "time.items": ("changed", False),
         "time.small_ms": ("noise", False),
-        "time.large_best_ms": ("noise", True),
+        "time.medium_ms": ("noise", False),
+        "time.large_best_ms": ("chance", False),
+        "time.flips": ("chance", False),
+        "time.ratio": ("unchanged", False),
     }
+    assert next(v for v in data["values"] if v["name"] == "time.medium_ms")["between_hosts"]
+    assert data["between_hosts"] == 0.05
     assert data["counts"] == {
-        "moved": 2, "noise": 2, "changed": 1, "added": 0, "removed": 0, "unchanged": 0
+        "moved": 2, "noise": 2, "changed": 1, "chance": 2, "added": 0, "removed": 0,
+        "unchanged": 1,
     }  # fmt: skip
     assert data["inputs"] == [{"step": "time", "changes": "changed: sum_times.py"}]
     assert data["tolerance"] == 0.05
@@ -147,6 +180,21 @@ def test_diff_json_carries_the_classification(two_runs: Path) -> None:
 )  # fmt: skip
 def test_classify(old: Value | None, new: Value | None, exact: bool, expected: str) -> None:
     assert classify(old, new, exact).kind == expected
+
+
+def test_classify_noise_between_hosts_free_values_and_rounding() -> None:
+    old, new = timed(1.0, 0.99, 0.995, 1.005, 1.01), timed(1.04, 1.03, 1.035, 1.045, 1.05)
+    assert classify(old, new).kind == "moved"  # quartiles apart, no floor declared
+    hosts = classify(old, new, between_hosts=0.05)
+    assert (hosts.kind, hosts.between_hosts) == ("noise", True)
+    assert classify(old, new, between_hosts=0.03).kind == "moved"  # +4 % is beyond 3 %
+    assert classify(old, new, declared_free=True).kind == "moved"  # timed: its spread judges it
+    count = plain(17, "none", "int"), plain(12, "none", "int")
+    assert classify(*count).kind == "changed"
+    assert classify(*count, declared_free=True).kind == "chance"
+    assert classify(*count, declared_exact=True, declared_free=True).kind == "changed"
+    assert classify(plain(1.0, "none"), plain(1.0 + 1e-15, "none"), True).kind == "unchanged"
+    assert classify(plain(1.0, "none"), plain(1.0 + 1e-9, "none"), True).kind == "changed"
 
 
 def test_classify_converts_units_and_keeps_the_quartiles() -> None:

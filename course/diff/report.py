@@ -17,7 +17,7 @@ from ..errors import RecordError
 from ..pages.evaluate import KEPT, PageSide
 from ..record.changes import part_changes
 from ..record.models import Run, Value
-from ..record.noise import DEFAULT_TOLERANCE, Verdict, classify
+from ..record.noise import DEFAULT_TOLERANCE, Rules, Verdict, classify
 from ..record.store import Store
 from ..record.units import SCALE, convert
 
@@ -107,6 +107,8 @@ class Report:
     """(step, what of its lab inputs changed): its definition, its input files."""
     tolerance: float = DEFAULT_TOLERANCE
     """How far a timed value without a recorded spread may move within noise."""
+    between_hosts: float = 0.0
+    """The lab's declared noise between hosts (a fraction; lab.yml `noise.between_hosts`)."""
 
     @property
     def notes_line(self) -> str | None:
@@ -124,6 +126,11 @@ class Report:
     def without_spread(self) -> int:
         """How many values that differ were judged by the tolerance, for want of a spread."""
         return sum(1 for c in self.values if c.verdict.no_spread)
+
+    @property
+    def within_hosts(self) -> int:
+        """How many values had their quartiles apart but moved within the noise between hosts."""
+        return sum(1 for c in self.values if c.verdict.between_hosts)
 
     @property
     def all_hold(self) -> bool:
@@ -188,17 +195,21 @@ def compare(
     old: Run,
     new: Run,
     pages: PagesEvaluator | None = None,
-    exact: frozenset[str] = frozenset(),
+    rules: Rules | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> Report:
-    """Compare two runs of one lesson; `exact` names the values lab.yml declares `scales: exact`
-    (`step.name`), `tolerance` is for timed values without a spread (`record/noise.py`)."""
+    """Compare two runs of one lesson; `rules` are what lab.yml declares about its values
+    (`scales: exact`, `scales: free`, its noise between hosts), `tolerance` is for timed values
+    without a spread (`record/noise.py`)."""
     a, b = _values(old), _values(new)
+    rules = rules or Rules()
+
+    def verdict(n: str) -> Verdict:
+        exact, free = n in rules.exact, n in rules.free
+        return classify(a.get(n), b.get(n), exact, tolerance, free, rules.between_hosts)
+
     values = sorted(
-        (
-            ValueChange(n, a.get(n), b.get(n), classify(a.get(n), b.get(n), n in exact, tolerance))
-            for n in sorted(set(a) | set(b))
-        ),
+        (ValueChange(n, a.get(n), b.get(n), verdict(n)) for n in sorted(set(a) | set(b))),
         key=ValueChange.sort_key,
     )
     report = Report(
@@ -211,6 +222,7 @@ def compare(
         notes=(old.record.note, new.record.note),
         inputs=_inputs(old, new),
         tolerance=tolerance,
+        between_hosts=rules.between_hosts,
     )
     if pages is not None:
         before, now = pages(old), pages(new)

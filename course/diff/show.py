@@ -41,23 +41,29 @@ def shown_pair(change: ValueChange) -> tuple[str, str]:
     return shown(change.old, unit), shown(change.new, unit)
 
 
-def why(change: ValueChange, tolerance: float, short: bool = False) -> str:
-    """What decided a timed value's class: its quartiles in both runs, or the tolerance
-    (`short`: the quartiles alone, or 'none recorded', for a narrow column)."""
+def why(change: ValueChange, report: Report, short: bool = False) -> str:
+    """What decided a value's class: its quartiles in both runs, the tolerance, the lab's noise
+    between hosts or its `scales: free` (`short`: for a narrow column)."""
     verdict, first = change.verdict, change.old or change.new
+    if verdict.kind == "chance":
+        return "" if short else "varies from run to run (lab.yml: scales: free)"
     if verdict.no_spread:
         side = "beyond" if verdict.kind == "moved" else "within"
-        return "none recorded" if short else f"no spread recorded ({side} {tolerance * 100:g} %)"
+        tolerance = report.tolerance * 100
+        return "none recorded" if short else f"no spread recorded ({side} {tolerance:g} %)"
     if verdict.quartiles is None or first is None:
         return ""
     unit = readable_unit([x for q in verdict.quartiles for x in q], first.unit)
     (a, b), (c, d) = ((convert(x, first.unit, unit) for x in q) for q in verdict.quartiles)
     before, after = f"{significant(a)}–{significant(b)}", f"{significant(c)}–{significant(d)}"
-    if short:
-        return f"{before} →\n{after} {unit}"  # two short lines: a narrow column never folds
-    return (
-        f"quartiles {before} → {after} {unit} {'apart' if verdict.kind == 'moved' else 'overlap'}"
-    )
+    hosts = f"{report.between_hosts * 100:g} %"
+    unit = "" if unit == "none" else f" {unit}"  # a plain ratio
+    if short:  # short lines: a narrow column never folds
+        note = f"\n(hosts ±{hosts})" if verdict.between_hosts else ""
+        return f"{before} →\n{after}{unit}{note}"
+    if verdict.between_hosts:
+        return f"quartiles {before} → {after}{unit} apart, within the lab's {hosts} between hosts"
+    return f"quartiles {before} → {after}{unit} {'apart' if verdict.kind == 'moved' else 'overlap'}"
 
 
 def percent(rel: float | None) -> str:
@@ -68,6 +74,7 @@ def percent(rel: float | None) -> str:
 SECTIONS = (
     ("moved", "Moved beyond their spread (most moved first)"),
     ("changed", "Sizes and counts that changed"),
+    ("chance", "Not judged: values that vary from run to run (lab.yml: scales: free)"),
     ("added", "Values only in the new run"),
     ("removed", "Values only in the old run"),
     ("noise", "Within noise"),
@@ -81,6 +88,13 @@ def summary(report: Report) -> str:
         f"within noise, {report.count('changed')} sizes or counts changed, "
         f"{report.count('unchanged')} unchanged"
     )
+    if report.count("chance"):
+        text += f", {report.count('chance')} not judged (scales: free)"
+    if report.within_hosts:
+        text += (
+            f"; of those within noise, {report.within_hosts} moved beyond their quartiles by no "
+            f"more than the lab's {report.between_hosts * 100:g} % between hosts"
+        )
     if report.without_spread:
         text += (
             f" ({report.without_spread} with no spread recorded, judged by a "
@@ -123,7 +137,7 @@ def render_console(report: Report, console: Console, all_values: bool = False) -
             table.add_column("quartiles, old → new", overflow="fold")
         for change in changes:
             cells = [change.name, *shown_pair(change), percent(change.relative)]
-            table.add_row(*cells, *([why(change, report.tolerance, True)] if timed else []))
+            table.add_row(*cells, *([why(change, report, True)] if timed else []))
         console.print(table)
     console.print(summary(report))
     if report.claims:
@@ -172,8 +186,7 @@ def render_markdown(report: Report) -> str:
             for c in changes:
                 old, new = shown_pair(c)
                 lines.append(
-                    f"| `{c.name}` | {old} | {new} | {percent(c.relative)} | "
-                    f"{why(c, report.tolerance)} |"
+                    f"| `{c.name}` | {old} | {new} | {percent(c.relative)} | {why(c, report)} |"
                 )
             lines.append("")
     lines += [summary(report), ""]
@@ -212,14 +225,16 @@ def to_json(report: Report) -> str:
                 "differs": c.differs,
                 "class": c.verdict.kind,
                 "no_spread": c.verdict.no_spread,
+                "between_hosts": c.verdict.between_hosts,
             }
             for c in report.values
         ],
         "counts": {
             kind: report.count(kind)
-            for kind in ("moved", "noise", "changed", "added", "removed", "unchanged")
+            for kind in ("moved", "noise", "changed", "chance", "added", "removed", "unchanged")
         },
         "tolerance": report.tolerance,
+        "between_hosts": report.between_hosts,
         "inputs": [{"step": step, "changes": what} for step, what in report.inputs],
         "host": [dict(zip(("field", "old", "new"), row, strict=False)) for row in report.host],
         "engine": [

@@ -289,6 +289,19 @@ class Build(_Strict):
     a build that does not make them all fails, naming the missing ones."""
 
 
+class Noise(_Strict):
+    """How far this lab's timed values move between two honest runs (nothing changed but the
+    host), for `course diff`: a value whose quartiles no longer overlap but which moved by no
+    more than this is within noise between hosts, not moved."""
+
+    between_hosts: float = Field(default=0.0, ge=0, lt=100, examples=[2])
+    """Percent a timed value may move between two hosts of the same GPU kind and still count as
+    noise, as two runs of the lab measured it (`bench/stability.py`); 0: every move beyond the
+    quartiles is listed. The lesson page should say what such a move depends on."""
+    source: str | None = Field(default=None, examples=["2026-12-01T222234Z-h200 against ..."])
+    """The runs that measured it, for the next author."""
+
+
 class Lab(_Strict):
     """A lesson's lab: its engine packages and its steps, in order."""
 
@@ -337,6 +350,8 @@ class Lab(_Strict):
     the scratch folder, a step's `inputs` match their files by those names (`labkit/*.py`), step
     hashes count them, and the lesson zip carries them, so a learner's copy runs on its own.
     Shared code lives once in the repository."""
+    noise: Noise = Field(default=Noise(), examples=[{"between_hosts": 2}])
+    """How far the lab's timed values move between hosts with nothing changed (below)."""
     steps: list[Step] = Field(min_length=1, examples=[[{"id": "size", "run": "python3 size.py"}]])
     """The steps, run in order: each has exactly one of `run`, `start` or `stop` (below)."""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import CourseError
 from ..lab.load import load_lab
 from ..record.models import Run
+from ..record.noise import Rules
 from .claims import claim_line, plain_text
 from .context import FigureData, PageContext
 from .lessons import scan
@@ -97,16 +98,21 @@ def evaluate_pages(root: Path, lesson: str, run: Run) -> PageSide:
     return side
 
 
-def exact_values(root: Path, lesson: str) -> frozenset[str]:
-    """The values (`step.name`) the lesson's lab.yml declares `scales: exact`: a change of them
-    is a change, never noise (none when the lab cannot be read)."""
+def rules_of(root: Path, lesson: str) -> Rules:
+    """What the lesson's lab.yml declares about its values (`scales: exact`, `scales: free`, its
+    noise between hosts), for `course diff` (none when the lab cannot be read)."""
     try:
         lab = load_lab(root / "lab" / lesson / "lab.yml").lab
     except (CourseError, OSError):
-        return frozenset()
-    return frozenset(
-        f"{step.id}.{name}"
-        for step in lab.steps
-        for name, capture in getattr(step, "capture", {}).items()
-        if capture.scales is not None and capture.scales.kind == "exact"
-    )
+        return Rules()
+
+    def declared(kind: str) -> frozenset[str]:
+        found = set()
+        for step in lab.steps:
+            for name, capture in getattr(step, "capture", {}).items():
+                scales = capture.scales or getattr(step, "scales", None)  # the step's, by default
+                if scales is not None and scales.kind == kind:
+                    found.add(f"{step.id}.{name}")
+        return frozenset(found)
+
+    return Rules(declared("exact"), declared("free"), lab.noise.between_hosts / 100)

@@ -9,7 +9,16 @@ The rules (RECORD.md, "Two runs of a value"):
   is within noise otherwise;
 - a timed value without a spread in one run or both (records made before spreads were kept) has
   moved when it differs by more than a tolerance (`DEFAULT_TOLERANCE`, or `course diff
-  --tolerance`), and is within noise otherwise, marked "no spread recorded".
+  --tolerance`), and is within noise otherwise, marked "no spread recorded";
+- a timed value whose quartiles are apart but which moved by no more than the lab's declared
+  noise between hosts (lab.yml `noise: {between_hosts: PCT}`) is within noise, marked so: the
+  quartiles of one run know nothing of the next host's clocks and CPU;
+- a value its lab declares `scales: free` that is not a timed value with a spread (an integer
+  such as how many of 256 steps changed their top token, or which row came out best; a
+  prediction made from the run's own measurements) varies from run to run: listed apart, never a
+  change nor a move;
+- a number declared `scales: exact` that differs only in its last digits (a relative 1e-12: the
+  same sum added in another order) is unchanged.
 """
 
 from __future__ import annotations
@@ -23,7 +32,19 @@ from .units import SCALE, convert
 DEFAULT_TOLERANCE = 0.05
 """How far a timed value without a recorded spread may move and still count as noise."""
 BYTES = {unit for unit, (dimension, _) in SCALE.items() if dimension == "bytes"}
-Kind = Literal["added", "removed", "unchanged", "changed", "moved", "noise"]
+Kind = Literal["added", "removed", "unchanged", "changed", "chance", "moved", "noise"]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a lab.yml declares about its values, for classing them (`pages.evaluate.rules_of`)."""
+
+    exact: frozenset[str] = frozenset()
+    """The values (`step.name`) declared `scales: exact`."""
+    free: frozenset[str] = frozenset()
+    """The values declared `scales: free`."""
+    between_hosts: float = 0.0
+    """lab.yml's `noise.between_hosts`, as a fraction."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +57,8 @@ class Verdict:
     value's unit."""
     no_spread: bool = False
     """Whether the tolerance decided, for want of a spread in one run or both."""
+    between_hosts: bool = False
+    """Whether the lab's declared noise between hosts decided: quartiles apart, a small move."""
 
 
 def is_exact(value: Value, declared_exact: bool = False) -> bool:
@@ -48,24 +71,42 @@ def classify(
     new: Value | None,
     declared_exact: bool = False,
     tolerance: float = DEFAULT_TOLERANCE,
+    declared_free: bool = False,
+    between_hosts: float = 0.0,
 ) -> Verdict:
     """The verdict on one value recorded by two runs (the module's docstring gives the rules)."""
     if old is None or new is None:
         return Verdict("added" if old is None else "removed")
     if old.value == new.value and old.unit == new.unit:
         return Verdict("unchanged")
+    if _same_float(old, new):
+        return Verdict("unchanged")
+    timed_both = old.spread is not None and new.spread is not None
+    if declared_free and not declared_exact and not timed_both:
+        return Verdict("chance")
     if is_exact(old, declared_exact) or is_exact(new, declared_exact):
         return Verdict("changed")
     if SCALE.get(old.unit, ("?",))[0] != SCALE.get(new.unit, ("!",))[0]:
         return Verdict("changed")
     a, b = float(old.value), convert(float(new.value), new.unit, old.unit)
+    relative = abs(b - a) / abs(a) if a else float("inf")
     if old.spread is not None and new.spread is not None:
         before = (old.spread.q1, old.spread.q3)
         lo, hi = (convert(x, new.unit, old.unit) for x in (new.spread.q1, new.spread.q3))
-        apart = before[1] < lo or hi < before[0]
-        return Verdict("moved" if apart else "noise", (before, (lo, hi)))
-    relative = abs(b - a) / abs(a) if a else float("inf")
+        if not (before[1] < lo or hi < before[0]):
+            return Verdict("noise", (before, (lo, hi)))
+        if relative <= between_hosts:
+            return Verdict("noise", (before, (lo, hi)), between_hosts=True)
+        return Verdict("moved", (before, (lo, hi)))
     return Verdict("moved" if relative > tolerance else "noise", no_spread=True)
+
+
+def _same_float(old: Value, new: Value) -> bool:
+    """Two floats of one unit equal to 12 significant digits: rounding, not a change."""
+    if old.type != "float" or new.type != "float" or old.unit != new.unit:
+        return False
+    a, b = float(old.value), float(new.value)
+    return abs(a - b) <= 1e-12 * max(abs(a), abs(b))
 
 
 def relative_spread(value: Value) -> float | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..diff import ClaimOutcome, Report, compare, render_markdown
 from ..lab.load import LoadedLab
-from ..pages.evaluate import evaluate_pages
+from ..pages.evaluate import evaluate_pages, rules_of
 from ..pages.lessons import PageEntry, lesson_pages
 from ..record.models import Run
 from ..record.store import Store
@@ -112,7 +112,8 @@ def outcome(
         return found
     lesson = loaded.lab.lesson
     if old is not None:
-        found.diff = compare(old, new, lambda run: evaluate_pages(root, lesson, run))
+        pages_of = lambda run: evaluate_pages(root, lesson, run)  # noqa: E731 - one use, one line
+        found.diff = compare(old, new, pages_of, rules_of(root, lesson))
         found.failing = [(c, claim_place(root, c)) for c in found.diff.claims if not c.holds_now]
     files = lesson_files(root, loaded)
     before = old.record.engine.get(name) if old else None

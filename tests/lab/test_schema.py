@@ -91,7 +91,7 @@ steps:
     found = problems(path)
     assert (
         "line 3: stesp: unknown key 'stesp' (did you mean 'steps'?); the top level takes: lesson, "
-        "title, engine, python, setup, resources, builds, cpu_args, include, steps"
+        "title, engine, python, setup, resources, builds, cpu_args, include, noise, steps"
     ) in found
     assert any("step 'one':" in p and "exactly one of 'run', 'start' or 'stop'" in p for p in found)
     assert any("step 'two': capture.v: give exactly one of 'regex' or 'json'" in p for p in found)
