@@ -33,6 +33,7 @@ from .widgets import (
     WIDE_LINES_FAIL,
     WidgetError,
     figure_html,
+    fold_command,
     listing_markdown,
     load_drawer,
     script_failure,
@@ -190,7 +191,8 @@ def terminal(ctx: PageContext, step: str, lines: str | None = None) -> str:
     output = split_transcript(ctx.run.transcript(step), recorded.command)
     keep = select_lines(lines, len(output))
     source = f"{ctx.run.run_id}/{step}"
-    wide = wide_lines(recorded.command, output, keep)
+    command = fold_command(recorded.command)
+    wide = wide_lines(command, output, keep)
     if wide:
         call = call_text("terminal", (step,), {"lines": lines} if lines else {})
         shown = "; ".join(wide[:6]) + (f"; and {len(wide) - 6} more" if len(wide) > 6 else "")
@@ -202,7 +204,7 @@ def terminal(ctx: PageContext, step: str, lines: str | None = None) -> str:
             ctx.problem(call, message)
         else:
             ctx.notes.append(f"{ctx.page}: {call}: {message}")
-    return terminal_html(recorded.command, output, keep, source, recorded.title or step)
+    return terminal_html(command, output, keep, source, recorded.title or step)
 
 
 def _lab_file(ctx: PageContext, name: str) -> str:

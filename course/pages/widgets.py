@@ -79,12 +79,57 @@ WIDE_LINES_FAIL = False
 the width."""
 
 
+def _words(command: str) -> list[str]:
+    """A one-line shell command's words, split at spaces outside quotes (the quotes kept)."""
+    words, word, quote = [], "", ""
+    for char in command:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == " ":
+            if word:
+                words.append(word)
+            word = ""
+            continue
+        word += char
+    return [*words, word] if word else words
+
+
+def fold_command(command: str, width: int = TERMINAL_COLUMNS) -> str:
+    """A one-line command wider than `width` (with the prompt) as the shell reads it still: lines
+    ending in ` \\`, continued 4 spaces in, broken before an option and kept with its value
+    (`--port 8241` stays whole). Commands of several lines, that fit, or with a word too long
+    for any line are left as they are."""
+    if "\n" in command or len(PROMPT) + len(command) <= width or "\\" in command:
+        return command
+    units: list[str] = []
+    for word in _words(command):
+        option = bool(units) and units[-1].startswith("-") and " " not in units[-1]
+        if option and not word.startswith("-"):
+            units[-1] += " " + word  # an option's value
+        else:
+            units.append(word)
+    lines, line = [], units[0]
+    room = width - len(PROMPT) - 2  # the prompt, and " \\" at the end
+    for unit in units[1:]:
+        if len(line) + 1 + len(unit) > room:
+            lines.append(line)
+            line, room = "    " + unit, width - len(PROMPT) - 2
+        else:
+            line += " " + unit
+    lines.append(line)
+    if any(len(PROMPT) + len(one) + 2 > width for one in lines):
+        return command  # a word too long for any line: folding would not make it fit
+    return " \\\n".join(lines)
+
+
 def wide_lines(command: str, output: list[str], keep: list[int]) -> list[str]:
     """Where a terminal shows a line wider than TERMINAL_COLUMNS: 'line 14 (118 characters)',
     'the command (141 characters)'; output lines numbered from 1, as `lines=` counts them."""
     found = []
-    for number, line in enumerate(command.split("\n")):
-        width = len(PROMPT) * (number == 0) + len(line)
+    for line in command.split("\n"):
+        width = len(PROMPT) + len(line)  # later lines are set in as far as the prompt
         if width > TERMINAL_COLUMNS:
             found.append(f"the command ({width} characters)")
     found += [
