@@ -8,9 +8,10 @@ built once: conftest.py's `repo_site`).
   the slow suite (`python tests/walk.py site/downloads/lesson-2.4.zip --fresh-venv --builds`).
   Lessons 2.4 and 2.6 run every CPU form here; 2.3's and 2.5's GPU steps take minutes on two
   cores, so they run with COURSE_SLOW=1 (their steps on paper and compare.py run always), and so
-  do 3.1's, whose CPU forms tests/labs/test_paged_attention.py runs already. 3.2's GPU steps
-  need llama.cpp built, so here only its step on paper and compare.py run
-  (tests/labs/test_prefix_caching.py runs its CPU forms against a stand-in server).
+  do 3.1's, whose CPU forms tests/labs/test_paged_attention.py runs already. 3.2's and 3.3's GPU
+  steps need llama.cpp built, so here only their steps on paper and compare.py run
+  (tests/labs/test_prefix_caching.py and tests/labs/test_quantized_kv_cache.py run their CPU
+  forms against stand-ins for llama.cpp's programs).
 - No terminal line wraps, on any lesson page at 1280 px nor in its PDF; a line within the width
   budget shows whole; charts fit a phone's screen.
 """
@@ -47,6 +48,7 @@ LESSONS = {
     "2.6": "smaller-cache",
     "3.1": "paged-attention",
     "3.2": "prefix-caching",
+    "3.3": "quantized-kv-cache",
 }
 PART = {lesson: f"part-{number.split('.')[0]}" for number, lesson in LESSONS.items()}
 """Each lesson's folder, under docs/ and the site."""
@@ -102,7 +104,7 @@ def test_start_here_gives_each_step_its_commands_numbered_as_the_page(
     # the install lines are the generated ones, the CPU build of PyTorch first without a GPU
     (before,) = [s for s in sections if s.heading == "Before you start"]
     cpu = cpu_install_commands(lab, run)
-    if cpu is None:  # a lab that installs no PyTorch (3.2) installs the same way on either
+    if cpu is None:  # a lab that installs no PyTorch (3.2, 3.3) installs the same way on either
         assert before.blocks == ["\n".join(install_commands(lab, run))]
         assert "torch" not in before.blocks[0]
     else:
