@@ -155,6 +155,14 @@ class _StepBase(_Strict):
     """The step's command on a machine without a GPU, for START-HERE.md, where the lab's
     `cpu_args` added to the command are not it (a service started on a shrunk model's file, a
     script reading what a shrunk step wrote). The run never uses it, so it re-runs nothing."""
+    real_weights: str | None = Field(
+        default=None,
+        examples=["python3 kld.py --weights Qwen/Qwen3-8B-GGUF:Qwen3-8B-Q8_0.gguf"],
+    )
+    """The step's command with the model's published weights (downloaded on first use), for
+    START-HERE.md, where the recorded run measures random weights of the real shapes: what it
+    measures then means more (a real model's outputs), but its numbers are not the page's. The
+    run never uses it, so it re-runs nothing."""
     sizes_to_card: bool = Field(default=False, examples=[True])
     """`true` for a GPU step that sizes itself to the card it finds (a share of its memory, or
     leaving out what does not fit): its recorded peak GPU memory is then not what it needs, so

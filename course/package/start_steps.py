@@ -176,6 +176,17 @@ def step_section(step: AnyStep, labels: dict[str, str], run: Run, lab: LoadedLab
             *fenced(_typed(step, tiny, lab), "bash"),
             "",
         ]
+    if step.real_weights:
+        lines += [
+            (
+                "With the model's real weights (downloaded the first time, then kept in the "
+                "Hugging Face cache): what the step measures then describes a real model, but "
+                "its numbers are not the page's, which measure random weights of the same shapes:"
+            ),
+            "",
+            *fenced(_typed(step, step.real_weights, lab), "bash"),
+            "",
+        ]
     if recorded is None:
         lines += ["Our recorded run predates this step: there is no output of ours to compare.", ""]
         return lines

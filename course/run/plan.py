@@ -66,7 +66,8 @@ def hash_step(
     gpu: str,
 ) -> tuple[str, HashParts]:
     """A step's hash, and the parts it is made of."""
-    # `scales:` says how a value should move on other GPUs, `cpu:` and `sizes_to_card:` what
+    # `scales:` says how a value should move on other GPUs, `cpu:`, `real_weights:` and
+    # `sizes_to_card:` what
     # START-HERE.md tells a learner: none changes anything the step runs
     definition = _digest(
         step.model_dump(
@@ -76,6 +77,7 @@ def hash_step(
             exclude={
                 "scales": True,
                 "cpu": True,
+                "real_weights": True,
                 "sizes_to_card": True,
                 "capture": {"__all__": {"scales"}},
             },

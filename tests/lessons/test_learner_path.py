@@ -161,6 +161,15 @@ def test_lesson_25_says_its_steps_size_themselves_to_the_card(zips: Path) -> Non
     ) in before.text
 
 
+def test_lesson_33_gives_step_2_with_the_real_weights_after_its_cpu_form(zips: Path) -> None:
+    (step,) = [s for s in guide(zips, "3.3") if s.step == "gguf"]
+    real = load_lab(REPO / "lab" / "quantized-kv-cache" / "lab.yml").lab.step("gguf").real_weights
+    assert real and "--weights Qwen/Qwen3-8B-GGUF" in real
+    assert step.blocks[1].endswith("--device cpu --tiny")  # the CPU form the walk types
+    assert step.blocks[2] == real
+    assert "numbers are not the page's" in " ".join(step.text.split())
+
+
 @pytest.mark.parametrize("number", list(LESSONS))
 def test_a_learner_without_a_gpu_follows_start_here_to_a_true_verdict(
     zips: Path, number: str, tmp_path: Path

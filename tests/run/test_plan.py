@@ -35,29 +35,34 @@ def test_declaring_scales_reruns_nothing(project: Path, course: CourseRun) -> No
 
 @pytest.mark.parametrize("lesson", ["prefill-decode"])
 def test_labs_that_declare_scales_still_hash_as_recorded(lesson: str) -> None:
-    """Lesson 2.3 declares `scales:`; its committed runs' steps still hash the same. (Lesson
-    2.4's size step now captures bytes_per_token_06b from its JSON file, and its llama.cpp steps
-    read the llama.cpp kit's files: they re-run on its next run.)"""
+    """Lesson 2.3 declares `scales:` and `noise:`; its committed runs' steps still hash the same
+    with the files as they were when recorded (the files themselves may have changed since: that
+    re-runs a step, as it should)."""
     root = Path(__file__).resolve().parents[2]
     lab = load_lab(root / "lab" / lesson / "lab.yml")
     assert any(c.scales for s in lab.lab.steps for c in s.capture.values())
     run = Store(root / "build").newest_good(lesson)
     assert run is not None
+    assert lab.lab.noise.between_hosts > 0
     files = hash_lab_files(lab)
     for rec in run.record.steps:
         if rec.kind == "build":  # a native build is not a lab step and has no step hash
             continue
         parts = rec.hash_parts
-        digest, now = hash_step(lab, lab.lab.step(rec.id), files, parts.engine, parts.gpu)
+        then = {**files, **parts.inputs}  # each file as the record read it
+        digest, now = hash_step(lab, lab.lab.step(rec.id), then, parts.engine, parts.gpu)
         # the step reads the files it read when recorded (2.3's record on the lab kit)
         assert set(now.inputs) == set(parts.inputs), rec.id
         assert now.definition == parts.definition, rec.id
         assert digest == rec.hash, rec.id
 
 
-@pytest.mark.parametrize("lesson", ["kv-cache", "prefill-decode", "gpu-memory", "smaller-cache"])
+@pytest.mark.parametrize(
+    "lesson", ["kv-cache", "prefill-decode", "gpu-memory", "smaller-cache", "quantized-kv-cache"]
+)
 def test_what_only_start_here_and_compare_read_reruns_nothing(lesson: str) -> None:
-    """A step's `cpu:`, `sizes_to_card:` and `scales:` (its own and its captures') tell a learner
+    """A step's `cpu:`, `real_weights:`, `sizes_to_card:` and `scales:` (its own and its
+    captures') tell a learner
     and compare.py something; taking them away leaves every step's hash as it is."""
     root = Path(__file__).resolve().parents[2]
     lab = load_lab(root / "lab" / lesson / "lab.yml")
@@ -66,7 +71,13 @@ def test_what_only_start_here_and_compare_read_reruns_nothing(lesson: str) -> No
     for step in lab.lab.steps:
         captures = {n: c.model_copy(update={"scales": None}) for n, c in step.capture.items()}
         plain = step.model_copy(
-            update={"cpu": None, "sizes_to_card": False, "scales": None, "capture": captures}
+            update={
+                "cpu": None,
+                "real_weights": None,
+                "sizes_to_card": False,
+                "scales": None,
+                "capture": captures,
+            }  # fmt: skip
         )
         assert hash_step(lab, plain, files, {}, "h200") == hash_step(lab, step, files, {}, "h200")
         bare[step.id] = plain != step
