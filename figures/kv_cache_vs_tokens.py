@@ -6,9 +6,14 @@ GIB = 1024**3
 
 
 def draw(fig, data):
-    """Weights + cache for both models as straight lines, the GPU's usable memory as a ceiling."""
+    """Weights + cache for both models as straight lines; the GPU's memory, and as the ceiling
+    vLLM's share of it less the working space paid inside the share (step 5's rule)."""
     gpu = data.value("cache-budget.gpu_memory", unit="GiB")
-    usable = gpu * 0.90
+    share = data.value("cache-budget.share")
+    usable = data.value(
+        "cache-budget.gpu_memory * cache-budget.share - cache-budget.work - cache-budget.outside",
+        unit="GiB",
+    )
     weights_8b = data.value("gpu-check.weights_8b", unit="GiB")
     weights_06b = data.value("gpu-check.weights_06b", unit="GiB")
     per_token_8b = data.value("size.bytes_per_token_8b", unit="GiB")
@@ -36,7 +41,14 @@ def draw(fig, data):
     ax.axhline(weights_8b, color="#1f77b4", lw=1, ls=":")
     # labels at the left, above their lines, where no rising line crosses them
     ax.text(0, gpu, f" GPU memory, {gpu:.0f} GiB", va="bottom", ha="left", fontsize=9)
-    ax.text(0, usable, f" 90 % of it, {usable:.0f} GiB", va="bottom", ha="left", fontsize=9)
+    ax.text(
+        0,
+        usable,
+        f" vLLM's share, {share:.0%}, less its working space: {usable:.0f} GiB",
+        va="bottom",
+        ha="left",
+        fontsize=9,
+    )
     ax.text(
         budget_tokens / 2000,
         weights_8b,

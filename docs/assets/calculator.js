@@ -455,8 +455,10 @@
       num_attention_heads: v.num_key_value_heads };
     var bpt = A.kvBytesPerToken(cfg, v.bytes_per_number);
     var budget = A.vllm(v.torch_total, v.gpu_memory_utilization, v.weights, v.non_torch, v.activation_peak);
+    var block = s.data.values.vllm_block_size || 16;  // vLLM hands the cache out in blocks of tokens
     var outputs = { bytes_per_token: bpt, cache_bytes: bpt * v.tokens, room: budget.cache,
-      tokens_fit: Math.max(0, fdiv(budget.cache, bpt)), conversations: A.conversations(budget.cache, bpt, v.tokens) };
+      tokens_fit: Math.max(0, fdiv(budget.cache, block * bpt) * block),
+      conversations: A.conversations(budget.cache, bpt, v.tokens, block) };
     var dec = decodeBytes(v, s.modelType);
     outputs.weights_read = dec.read;
     outputs.decode_d0 = A.decodeBound(v.bandwidth, dec.read, dec.perToken, 0);

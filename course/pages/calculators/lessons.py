@@ -55,7 +55,7 @@ KV_CACHE = Calculator(
         Input("bandwidth", "Memory bandwidth (a large copy's: bytes read plus written)",
               "card:bandwidth", "GB/s", "card", "any", decimals=1),
         Input("gpu_memory_utilization", "vLLM's gpu_memory_utilization",
-              "fact:engines.vllm.gpu_memory_utilization_before", group="engine", step="0.01",
+              "value:cache-budget.share", group="engine", step="0.01",
               decimals=2),
         Input("weights", "Weights", "value:cache-budget.weights", "GiB", "engine", "any",
               decimals=2),
@@ -84,6 +84,7 @@ KV_CACHE = Calculator(
     + tuple(Point("decode_06b", d, f"decode-speed.tok_s_06b_d{d}", f"Qwen3-0.6B at depth {d:,}")
             for d in DECODE_DEPTHS),
     values={"context_tokens": "size.context_tokens"},
+    facts={"vllm_block_size": "engines.vllm.block_size"},
     chart="Cache size against the tokens of one conversation: the formula's line for the inputs, "
     "with what PyTorch's allocator handed out in the lab",
     chart2="Decoding speed against the tokens already cached: the bytes bound for the inputs, "
