@@ -139,16 +139,30 @@
     };
   };
 
-  /* lesson 2.5's planner.py: transformers 5.17.0's memory planner, on paper */
+  /* lesson 2.5's planner.py: transformers' memory planner, on paper, as two releases plan (the
+     engine's release picks the transcription): 5.17 solves for the batch and the blocks together;
+     5.24 keeps the batch at its setting and counts the cache in sectors (P.planSectors) */
   var P = A.planner = {};
   P.DEFAULT_MAX_BATCH_TOKENS = 8192; P.MIN_MAX_BATCH_TOKENS = 256; P.CACHE_FILL_PER_BATCH = 0.1;
-  P.PADDING_BLOCKS = 2;
+  P.PADDING_BLOCKS = 2; P.SECTOR_ALIGN = 128; P.MAX_REQUESTS_PER_BATCH = 1024;
+  P.RELEASES = ["5.17", "5.24"];
   P.engine = function (o) {
     o = o || {};
     return { block_size: o.block_size || 256, cache_bytes: o.cache_bytes || 2, activation_bytes: o.activation_bytes || 2,
       attention_masks: o.attention_masks === undefined ? 1 : o.attention_masks, io_copies: o.io_copies || 1,
-      max_blocks_per_request: o.max_blocks_per_request || 0, output_rows: o.output_rows || 1 };
+      max_blocks_per_request: o.max_blocks_per_request || 0, output_rows: o.output_rows || 1,
+      release: o.release || "5.17", logits_to_keep: o.logits_to_keep === undefined ? true : Boolean(o.logits_to_keep),
+      max_requests_per_batch: o.max_requests_per_batch === undefined ? P.MAX_REQUESTS_PER_BATCH : o.max_requests_per_batch,
+      max_batch_tokens: o.max_batch_tokens === undefined ? null : o.max_batch_tokens };
   };
+  /* Python's // on whole numbers, exact however close the quotient comes to a whole number */
+  var idiv = function (a, b) {
+    var q = Math.floor(a / b);
+    if (q * b > a) q -= 1; else if ((q + 1) * b <= a) q += 1;
+    return q;
+  };
+  var gcd = function (a, b) { while (b) { var t = a % b; a = b; b = t; } return a; };
+  var lcm = function (a, b) { return a === 0 || b === 0 ? 0 : a / gcd(a, b) * b; };
   P.headDim = function (cfg) { return Math.trunc(cfg.head_dim || fdiv(cfg.hidden_size, cfg.num_attention_heads)); };
   P.cacheBytesPerToken = function (cfg, eng) {
     return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * P.headDim(cfg) * eng.cache_bytes;
@@ -213,8 +227,10 @@
   };
   P.plan = function (cfg, available, eng, maxBatchTokens, numBlocks) {
     eng = eng || P.engine();
-    var m = maxBatchTokens === undefined ? null : maxBatchTokens;
+    var m = maxBatchTokens || eng.max_batch_tokens;
     var blocks = numBlocks === undefined ? null : numBlocks, got;
+    if (eng.release === "5.24") return P.planSectors(cfg, available, eng, m, blocks);
+    if (m === undefined) m = null;
     if (m === null && blocks === null) {
       var ceiling = P.solve(cfg, eng, available, null, null, P.CACHE_FILL_PER_BATCH)[0];
       m = Math.max(Math.min(P.DEFAULT_MAX_BATCH_TOKENS, ceiling), P.MIN_MAX_BATCH_TOKENS);
@@ -222,19 +238,75 @@
     } else if (m === null || blocks === null) {
       got = P.solve(cfg, eng, available, m, blocks, null); m = got[0]; blocks = got[1];
     }
-    if (m <= 0 || blocks <= 0) throw new PlanError("no room for a cache: max_batch_tokens " + m + ", blocks " + blocks);
+    if (m <= 0 || blocks <= 0) throw new PlanError("no room for a cache: max_batch_tokens " + fmt(m, 0) + ", blocks " + fmt(blocks, 0));
     var fp = P.footprint(cfg, eng, m, blocks);
-    if (fp[0] > available) throw new PlanError("the footprint is more than the memory available");
+    if (fp[0] > available) throw new PlanError("the footprint " + fmt(fp[0], 0) + " B is more than the " + fmt(available, 0) + " B available");
     var n = blocks * eng.block_size;
     var peak = P.peaks(cfg, eng).filter(function (x) { return x[0] === fp[1]; })[0][1];
     var co = P.coefficients(cfg, eng, peak);
     var lines = { activations: co.activation_m * m + co.activation_n * n, batch_tensors: co.batch_m * m + co.index_n * n,
       attention_mask: co.cmn * m * n + co.cmm * m * m, cache: co.cache_n * n };
-    lines.rounding = available - (lines.activations + lines.batch_tensors + lines.attention_mask + lines.cache);
-    return { available: available, max_batch_tokens: m, num_blocks: blocks, block_size: eng.block_size,
-      cache_tokens: n, cache_bytes_per_token: co.cache_n,
-      cache_bytes_allocated: (blocks + P.PADDING_BLOCKS) * eng.block_size * co.cache_n,
-      footprint: fp[0], binding_peak: fp[1], lines: lines };
+    lines.padding = 0;  // 5.17 allocates its two padding blocks outside the share
+    var allocated = (blocks + P.PADDING_BLOCKS) * eng.block_size * co.cache_n;
+    return P.result(cfg, eng, available, [m, blocks], allocated, fp, lines, {});
+  };
+  /* a plan as both releases give it: (M, blocks), the cache's bytes, the budget's lines */
+  P.result = function (cfg, eng, available, plan, allocated, footprint, lines, extra) {
+    var m = plan[0], blocks = plan[1];
+    lines.rounding = available - Object.keys(lines).reduce(function (sum, k) { return sum + lines[k]; }, 0);
+    var out = { release: eng.release, available: available, max_batch_tokens: m, num_blocks: blocks };
+    Object.keys(extra).forEach(function (k) { out[k] = extra[k]; });
+    out.block_size = eng.block_size; out.cache_tokens = blocks * eng.block_size;
+    out.cache_bytes_per_token = P.cacheBytesPerToken(cfg, eng); out.cache_bytes_allocated = allocated;
+    out.footprint = footprint[0]; out.binding_peak = footprint[1]; out.lines = lines;
+    return out;
+  };
+  /* 5.24's per-unit costs: of one batch token, one cache token beside the cache, one sector */
+  P.sectorCosts = function (cfg, eng) {
+    P.peaks(cfg, eng);  // full attention only, as for 5.17
+    var a = eng.activation_bytes, hd = P.headDim(cfg);
+    var heads = cfg.num_attention_heads, kv = cfg.num_key_value_heads;
+    // SDPA repeats the keys and values read back from the cache to every query head
+    var atPeak = eng.attention_masks === 0 ? 2 * kv : 2 * heads + kv;
+    var lmHead = cfg.hidden_size * a + cfg.vocab_size * 4;  // a hidden state and its logits
+    var attention = a * (cfg.hidden_size + heads * hd + 2 * kv * hd + atPeak * hd);
+    var perM = Math.max(eng.logits_to_keep ? 0 : lmHead, attention);
+    var k = eng.io_copies, groups = 1;
+    var batchM = k * (7 * 4 + eng.output_rows * 4 + groups * eng.max_blocks_per_request * 4) + k * groups * (8 + 8);
+    var blockBytes = P.cacheBytesPerToken(cfg, eng) * eng.block_size;
+    // no bytes a block: planner.py stops on a division by zero; the form says there is no cache
+    if (!(blockBytes > 0)) throw new PlanError("a cache block of " + blockBytes + " bytes");
+    var sector = lcm(blockBytes, P.SECTOR_ALIGN);
+    var sectorTokens = idiv(sector, blockBytes) * eng.block_size;
+    var readN = atPeak * hd * a, indexN = k * groups * 8;
+    var logitRows = eng.logits_to_keep ? eng.max_requests_per_batch * lmHead : 0;
+    return { activation_m: perM, batch_m: batchM, per_m: perM + batchM, read_n: readN, index_n: indexN,
+      sector: sector, sector_tokens: sectorTokens, block_bytes: blockBytes,
+      per_sector: sector + sectorTokens * (readN + indexN), fixed: 2 * sector + logitRows, logit_rows: logitRows,
+      mask: k * eng.attention_masks * a };
+  };
+  /* transformers 5.24's planner (infer_max_batch_tokens_and_num_sectors), line by line */
+  P.planSectors = function (cfg, available, eng, maxBatchTokens, numBlocks) {
+    var co = P.sectorCosts(cfg, eng);
+    var m = maxBatchTokens || P.DEFAULT_MAX_BATCH_TOKENS, sectors;
+    var mask = function (n) { return co.mask * m * (n * co.sector_tokens + m); };
+    if (numBlocks !== null && numBlocks !== undefined) {
+      sectors = Math.max(1, Math.ceil(numBlocks * co.block_bytes / co.sector));
+    } else {
+      sectors = idiv(available - co.fixed - m * co.per_m, co.per_sector);
+      var perSectorMask = mask(sectors + 1) - mask(sectors);
+      sectors -= Math.ceil(mask(sectors) / (co.per_sector + perSectorMask));
+    }
+    var used = co.fixed + m * co.per_m + sectors * co.per_sector + mask(sectors);
+    if (m <= 0 || sectors <= 0) throw new PlanError("no room for a cache: max_batch_tokens " + fmt(m, 0) + ", sectors " + fmt(sectors, 0));
+    if (used > available) throw new PlanError("the footprint " + fmt(used, 0) + " B is more than the " + fmt(available, 0) + " B available");
+    var n = sectors * co.sector_tokens;
+    var lines = { activations: co.activation_m * m + co.logit_rows + co.read_n * n,
+      batch_tensors: co.batch_m * m + co.index_n * n, attention_mask: mask(sectors),
+      cache: P.cacheBytesPerToken(cfg, eng) * n,
+      padding: 2 * co.sector };  // the two padding sectors, inside the share in 5.24
+    return P.result(cfg, eng, available, [m, idiv(n, eng.block_size)], (sectors + 2) * co.sector,
+      [used, "attention"], lines, { num_sectors: sectors });
   };
   P.conversations = function (blocks, blockSize, context) { return fdiv(blocks, Math.ceil(context / blockSize)); };
   P.budget = function (cfg, total, context, weights, fraction, eng, contexts) {
@@ -516,13 +588,15 @@
       legend: s.legend("the bytes bound for your inputs", [{ kind: "recorded", cls: "course-calc__s1", label: "Qwen3-0.6B, measured in the lab (under its own bound, far higher: its weights are small)" }]) };
   }
 
-  /* transformers' budget (a function of the share) and vLLM's, for a set of inputs */
+  /* transformers' budget (a function of the share, by the planner of the release chosen) and
+     vLLM's, for a set of inputs */
   function budgets(v, modelType) {
     var cfg = { num_hidden_layers: v.num_hidden_layers, num_attention_heads: v.num_attention_heads,
       num_key_value_heads: v.num_key_value_heads, head_dim: v.head_dim, hidden_size: v.hidden_size,
       intermediate_size: v.intermediate_size, vocab_size: v.vocab_size, tie_word_embeddings: Boolean(v.tie_word_embeddings),
       model_type: modelType };
-    var weights = A.weightBytes(cfg), eng = P.engine({ block_size: v.block_size, cache_bytes: v.bytes_per_number });
+    var weights = A.weightBytes(cfg);
+    var eng = P.engine({ block_size: v.block_size, cache_bytes: v.bytes_per_number, release: v.release });
     return { cfg: cfg, weights: weights, bpt: A.kvBytesPerToken(cfg, v.bytes_per_number),
       tf: function (share) { return P.budget(cfg, v.torch_total, v.cuda_context, weights, share, eng, { x: v.tokens }); },
       vl: function (share) { return A.vllm(v.torch_total, share, weights, v.non_torch, v.activation_peak); } };
@@ -554,9 +628,13 @@
         " (" + signed(fmt(gap, 0), gap) + ", " + (formula ? percent(gap / formula) : "–") + ")";
     });
     var problem = t.plan ? "" : " transformers' planner finds no room: " + t.problem + ".";
+    // the gaps are the recorded run's, by its own release's planner, whichever the line follows
+    var release = v.release && s.seeds.release && v.release !== s.seeds.release ? " The line follows the " +
+      v.release + " planner; the engine's points, and the gaps above, are of the " + s.seeds.release + " one." : "";
     return {
       outputs: outputs,
-      gap: "transformers' cache on paper against the engine's own, " + gaps.join("; ") + "." + problem + ours(s),
+      gap: "transformers' cache on paper against the engine's own" + (s.seeds.release ? ", by the " + s.seeds.release +
+        " planner" : "") + ", " + gaps.join("; ") + "." + problem + release + ours(s),
       chart: { label: "Tokens of cache against the memory fraction under transformers' rule and vLLM's, with " + pts.length + " measured points",
         x: { min: 0, max: 1, label: "memory fraction (max_memory_percent, gpu_memory_utilization)", tick: function (x) { return fmt(x, 1); } },
         y: { min: 0, max: top, unit: 1000, label: "tokens of KV cache (thousands)", tick: function (x) { return fmt(x / 1000, 0); } },
@@ -674,6 +752,8 @@
     });
     var numeric = Object.keys(inputs).filter(function (n) { return n !== "card" && inputs[n].type === "number"; });
     var checks = Object.keys(inputs).filter(function (n) { return inputs[n].type === "checkbox"; });
+    // fields of choices besides the card (whose planner: `release`), read as their value
+    var choices = Object.keys(inputs).filter(function (n) { return n !== "card" && inputs[n].tagName === "SELECT"; });
     var cardFields = numeric.filter(function (n) { return inputs[n].closest(".course-calc__group--card"); });
     var state = { data: data, seeds: data.seeds, modelType: data.model_type || "qwen3", mine: null,
       modelFields: numeric.filter(function (n) { return n !== "tokens" && inputs[n].closest(".course-calc__group--model"); }) };
@@ -697,6 +777,7 @@
         v[name] = number;
       });
       checks.forEach(function (name) { v[name] = inputs[name].checked; });
+      choices.forEach(function (name) { v[name] = inputs[name].value; });
       return { v: v, bad: bad };
     }
     function setNumber(name, base, exact) {
@@ -866,6 +947,7 @@
       if (action === "reset") {
         numeric.forEach(function (name) { setNumber(name, data.seeds[name], true); });
         checks.forEach(function (name) { inputs[name].checked = Boolean(data.seeds[name]); });
+        choices.forEach(function (name) { inputs[name].value = data.seeds[name]; });
         chooseCard(data.card);
         state.modelType = data.model_type || "qwen3";
         state.mine = null;

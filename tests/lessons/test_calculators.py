@@ -24,13 +24,24 @@ from typing import Any
 import pytest
 from support import REPO, chromium_browser
 
+from course.pages.calculators.data import release_choice
+from course.pages.calculators.lessons import GPU_MEMORY
 from course.pages.choose import lesson_page_runs
 from course.record.store import Store
 
 pytestmark = pytest.mark.browser
 
 NUMBERS = {"prefill-decode": "2.3", "kv-cache": "2.4", "gpu-memory": "2.5", "smaller-cache": "2.6"}
+GPU_MEMORY_RELEASES = next(f.choices for f in GPU_MEMORY.inputs if f.name == "release")
 QWEN3_8B = json.loads((REPO / "lab/kv-cache/models/Qwen3-8B/config.json").read_text())
+
+
+def run_engine(lesson: str, engine: str) -> str:
+    """The version of `engine` the run the lesson's page shows recorded."""
+    run_id = next(p.run_id for p in lesson_page_runs(REPO) if p.lesson == lesson)
+    version = Store(REPO / "build").get(lesson, run_id).record.engine[engine]
+    assert version, (lesson, engine)
+    return version
 
 
 def recorded(lesson: str, name: str) -> Any:
@@ -196,6 +207,19 @@ def test_the_gpu_memory_calculator_gives_each_rule_as_the_page_states(tab: Any) 
     assert out(form, "blocks") == rec("paper.blocks_h200_8b")
     assert out(form, "cache_tokens_transformers") == rec("paper.tokens_h200_8b")
     assert out(form, "conversations_transformers") == rec("paper.conv_32k_h200_8b")
+    # the planner is the release the run had installed (as step 1 planned); the other one the
+    # form offers plans otherwise, and the gaps stay those of the run's own release
+    release = form.locator("select[name=release]")
+    ran = release_choice(GPU_MEMORY_RELEASES, run_engine("gpu-memory", "transformers"))
+    assert release.input_value() == ran
+    other = next(c for c, _ in GPU_MEMORY_RELEASES if c != ran)
+    release.select_option(other)
+    settle(tab)
+    assert out(form, "blocks") != rec("paper.blocks_h200_8b")
+    assert f"The line follows the {other} planner" in form.locator("[data-gap]").inner_text()
+    release.select_option(ran)
+    settle(tab)
+    assert out(form, "blocks") == rec("paper.blocks_h200_8b")
     fill(tab, form, {"tokens": 8192})
     assert out(form, "conversations_transformers") == rec("paper.conv_8k_h200_8b")
     form.locator("select[name=card]").select_option("step1-24gb")
@@ -217,6 +241,11 @@ def test_the_gpu_memory_calculator_gives_each_rule_as_the_page_states(tab: Any) 
     grid = form.locator("table.course-calc__grid").inner_text()
     assert "transformers" in grid and "vLLM" in grid and "llama.cpp" in grid
     assert form.locator(".course-calc__point--recorded").count() == 3
+    release.select_option(other)
+    form.locator("[data-action=reset]").click()
+    settle(tab)
+    assert release.input_value() == ran
+    assert out(form, "blocks") == rec("paper.blocks_h200_8b")
 
 
 def test_the_smaller_cache_calculator_counts_each_design_as_the_page_does(tab: Any) -> None:

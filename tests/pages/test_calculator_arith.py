@@ -2,11 +2,11 @@
 
 The page's script transcribes the lab's functions: the lab kit's configs.py (bytes per token,
 weights), shapes.py (the attention designs), facts.py (the engines' memory rules), lesson 2.5's
-planner.py (transformers' memory planner) and lesson 2.3's pdlab.py (the roofline). Each is run
-here in Python, imported from a copy of the lab (importing writes caches beside the sources), over
-every config.json the labs ship, the cards of the course's facts and a grid of settings; the
-script, loaded into a blank page, must give the same numbers: counts and bytes exactly, ratios
-to a few parts in 10^12.
+planner.py (transformers' memory planner, in both releases it transcribes) and lesson 2.3's
+pdlab.py (the roofline). Each is run here in Python, imported from a copy of the lab (importing
+writes caches beside the sources), over every config.json the labs ship, the cards of the
+course's facts and a grid of settings; the script, loaded into a blank page, must give the same
+numbers: counts and bytes exactly, ratios to a few parts in 10^12.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
+from itertools import product
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -213,35 +214,85 @@ def test_the_engines_rules_follow_facts_py(lab: dict[str, ModuleType], js: Any) 
     )
 
 
+ENGINES = (
+    {"block_size": 256, "cache_bytes": 2},
+    {"block_size": 256, "cache_bytes": 1},
+    {"block_size": 16, "cache_bytes": 2},
+    # the branches the form does not reach: flash attention, asynchronous batching, every token's
+    # logits, log-probabilities, a batch size given
+    {"block_size": 256, "cache_bytes": 2, "attention_masks": 0, "io_copies": 2},
+    {"block_size": 64, "cache_bytes": 2, "logits_to_keep": False, "output_rows": 2},
+    {"block_size": 256, "cache_bytes": 2, "max_batch_tokens": 2048, "max_requests_per_batch": 64},
+)
+"""Engine settings the planner is worked out with, the same for each release."""
+
+
 def test_the_planner_follows_lesson_2_5s(lab: dict[str, ModuleType], js: Any) -> None:
+    """Both releases' planners (planner.py's Engine.release: 5.17's blocks, 5.24's sectors) over
+    the same grid of models, cards, fractions and engine settings: every count and byte of the
+    budget and its plan as planner.py gives them, and the same words when the planner finds no
+    room (but for a float's digits)."""
     planner, facts = lab["planner"], lab["labkit.facts"]
     models = [lab["labkit.configs"].load_config(p) for p in
               sorted(REPO.glob("lab/gpu-memory/models/*/config.json"))]  # fmt: skip
     memories = [(150_754_820_096, 1_504_706_560), (25_757_220_864, 1_504_706_560)]
     memories += [(facts.card(k).torch_total, facts.context_of(k)[0])
                  for k in ("h200", "a100-40gb", "rtx-4090")]  # fmt: skip
+    assert planner.RELEASES == ("5.17", "5.24")  # a third release needs its transcription
     cases, expected = [], []
-    for cfg in models:
+    grid = product(
+        planner.RELEASES, models, memories, (0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95), ENGINES
+    )
+    for release, cfg, (total, context), fraction, settings in grid:
         weights = lab["labkit.configs"].weight_bytes(cfg)
-        for total, context in memories:
-            for fraction in (0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95):
-                for block, nbytes in ((256, 2), (256, 1), (16, 2)):
-                    eng = planner.Engine(block_size=block, cache_bytes=nbytes)
-                    b = planner.budget(cfg, total, context, weights, fraction, eng)
-                    cases.append([cfg, total, context, weights, fraction, block, nbytes])
-                    expected.append(
-                        {k: b[k] for k in ("free", "available", "cache_tokens", "conversations")}
-                        | {"plan": b["plan"]}
-                    )
+        eng = planner.Engine(release=release, **settings)
+        b = planner.budget(cfg, total, context, weights, fraction, eng)
+        cases.append([cfg, total, context, weights, fraction, settings | {"release": release}])
+        keys = ("free", "available", "cache_tokens", "conversations")
+        expected.append({k: b[k] for k in keys} | {"plan": b["plan"]})
+        if "solution" not in b.get("problem", "solution"):  # a float's digits differ in JS
+            expected[-1]["problem"] = b["problem"]
     got = js.evaluate(
         """(cases) => { const P = window.CourseCalculator.arith.planner;
-        return cases.map(([cfg, total, ctx, w, f, block, nbytes]) => P.budget(cfg, total, ctx, w, f,
-          P.engine({block_size: block, cache_bytes: nbytes}))); }""",
+        return cases.map(([cfg, total, ctx, w, f, settings]) => P.budget(cfg, total, ctx, w, f,
+          P.engine(settings))); }""",
         cases,
     )
-    assert sum(e["plan"] is None for e in expected) >= 5  # cards too small for some settings
-    assert sum(e["plan"] is not None for e in expected) > 100
+    for release in planner.RELEASES:
+        plans = [e["plan"] for e in expected if e["plan"] and e["plan"]["release"] == release]
+        assert len(plans) > 150, release
+        assert sum(e["plan"] is None for e, c in zip(expected, cases, strict=True)
+                   if c[-1]["release"] == release) >= 5  # fmt: skip
+    assert sum("num_sectors" in (e["plan"] or {}) for e in expected) > 150
+    assert sum("problem" in e for e in expected) >= 10
+    # the two releases plan differently for most settings (else the grid tells them apart poorly)
+    half = len(expected) // 2
+    plans = [(e["cache_tokens"], (e["plan"] or {}).get("max_batch_tokens")) for e in expected]
+    assert sum(a != b for a, b in zip(plans[:half], plans[half:], strict=True)) > 0.8 * half
     same(expected, got, "planner")
+
+
+def test_the_calculator_seeds_the_release_as_planner_py_picks_it(
+    lab: dict[str, ModuleType],
+) -> None:
+    """The form's first planner is the release the page's run recorded for transformers, chosen
+    from the form's releases by the course's rule; planner.py's release_of picks the same."""
+    from course.pages.calculators.data import release_choice
+    from course.pages.calculators.lessons import GPU_MEMORY
+
+    planner = lab["planner"]
+    field = next(f for f in GPU_MEMORY.inputs if f.name == "release")
+    assert tuple(c for c, _ in field.choices) == planner.RELEASES
+    assert field.seed == "engine:transformers"
+    versions = ["5.17.0", "5.18.2", "5.23.9", "5.24.0", "5.24.0rc1", "5.30.1", "6.0.0", "10.1"]
+    runs = [json.loads(p.read_text()) for p in REPO.glob("build/gpu-memory/*/run.json")]
+    versions += sorted(
+        {r["engine"]["transformers"] for r in runs if r["engine"].get("transformers")}
+    )
+    assert {"5.17.0", "5.24.0"} <= set(versions)
+    for version in versions:
+        assert release_choice(field.choices, version) == planner.release_of(version), version
+    assert release_choice(field.choices, "5.16.1") is None  # older than both transcriptions
 
 
 def test_the_roofline_follows_lesson_2_3s(lab: dict[str, ModuleType], js: Any) -> None:

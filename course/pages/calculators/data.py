@@ -4,6 +4,7 @@ second, seconds, tokens), as the page's script computes in them."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,14 +125,62 @@ def cards(ctx: PageContext, calc: Calculator, facts: Facts) -> list[CardData]:
     return out
 
 
-def seed(ctx: PageContext, calc: Calculator, field: Input, facts: Facts, card: CardData) -> float:
-    """An input's first value in base units, from where its seed says."""
+def _version(text: str) -> tuple[int, ...]:
+    """A release's numbers, for comparing: '5.24.0' -> (5, 24, 0); '5.24.0rc1' -> (5, 24, 0)."""
+    parts = []
+    for part in text.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+        if digits.end() < len(part):
+            break
+    return tuple(parts)
+
+
+def release_choice(choices: tuple[tuple[str, str], ...], version: str) -> str | None:
+    """The newest of `choices` (releases, '5.17') not after `version` ('5.24.0'): the rule a
+    version of the engine follows when each choice is the release that rule came with; None when
+    every choice is newer."""
+    have = _version(version)
+    fitting = [c for c, _ in choices if _version(c) <= have]
+    return max(fitting, key=_version) if fitting else None
+
+
+def _engine_seed(ctx: PageContext, field: Input, engine: str) -> str:
+    """A field of releases' first choice: the release the page's run's engine version follows."""
+    if not field.choices:
+        raise CalculatorError(f"input '{field.name}': an engine: seed needs a field of choices")
+    version = ctx.run.record.engine.get(engine)
+    if not version:
+        raise CalculatorError(
+            f"input '{field.name}': run {ctx.run.run_id} recorded no version of {engine}"
+        )
+    chosen = release_choice(field.choices, version)
+    if chosen is None:
+        known = ", ".join(c for c, _ in field.choices)
+        raise CalculatorError(
+            f"input '{field.name}': {engine} {version} of run {ctx.run.run_id} is older than"
+            f" every release the form offers ({known})"
+        )
+    return chosen
+
+
+def seed(
+    ctx: PageContext, calc: Calculator, field: Input, facts: Facts, card: CardData
+) -> float | str:
+    """An input's first value in base units, from where its seed says (a choice's value, for a
+    field of choices)."""
     kind, _, what = field.seed.partition(":")
     if kind not in SEED_KINDS:
         raise CalculatorError(
             f"input '{field.name}': seed {field.seed!r} is not one of model:, value:, fact:,"
-            " card: or const:"
+            " card:, const: or engine:"
         )
+    if kind == "engine":
+        return _engine_seed(ctx, field, what)
+    if field.choices:
+        raise CalculatorError(f"input '{field.name}': a field of choices is seeded by engine:")
     try:
         if kind == "const":
             return float(what)
@@ -157,7 +206,7 @@ def seed(ctx: PageContext, calc: Calculator, field: Input, facts: Facts, card: C
 class Numbers:
     """Everything a calculator shows first, read for one page."""
 
-    seeds: dict[str, float]
+    seeds: dict[str, float | str]
     cards: list[CardData]
     card: str
     points: list[dict[str, Any]]

@@ -117,6 +117,13 @@ KV_CACHE = Calculator(
 # fmt: on
 
 STEP1 = "as step 1 counts it: nvidia-smi's total, less what the H200 lost"
+RELEASE = Input(
+    "release", "transformers' memory planner, by release", "engine:transformers", group="engine",
+    choices=(("5.17", "5.17: the batch and the blocks solved for together"),
+             ("5.24", "5.24: the batch at its setting, the cache in sectors")),
+)  # fmt: skip
+"""Whose planner the form works out: lesson 2.5's planner.py transcribes both (Engine.release);
+the first choice is the release the page's run had installed, as planner.release_of picks it."""
 # fmt: off
 GPU_MEMORY = Calculator(
     name="gpu-memory",
@@ -133,6 +140,7 @@ GPU_MEMORY = Calculator(
               decimals=2),
         Input("block_size", "transformers' block size", "fact:engines.transformers.block_size",
               "tok", "engine"),
+        RELEASE,
         Input("gpu_memory_utilization", "vLLM's gpu_memory_utilization",
               "fact:engines.vllm.gpu_memory_utilization", group="engine", step="0.01",
               decimals=2),
@@ -177,7 +185,8 @@ GPU_MEMORY = Calculator(
     chart="Tokens of KV cache against the memory fraction, by transformers' rule and by "
     "vLLM's, with the engine's own caches from the lab",
     table=Table(
-        "Worked rows: Qwen3-8B on the H200, transformers continuous batching",
+        "Worked rows: Qwen3-8B on the H200, transformers continuous batching (the {release}"
+        " planner)",
         ("Memory fraction", "On paper (blocks)", "The engine's (blocks)", "Gap"),
         (
             (T("0.9, from step 1's figures"), _v("paper.blocks_h200_8b"), _v("paged.blocks"),

@@ -1,13 +1,15 @@
 """What a calculator is made of: its inputs and where their first values come from, its outputs,
 the recorded points its chart draws, and the short table of worked rows a PDF prints.
 
-A seed says where an input's first value comes from, in one of four forms:
+A seed says where an input's first value comes from, in one of these forms:
 
     model:num_hidden_layers           a field of the calculator's model in the course's facts
     value:cache-budget.weights        a recorded value (or arithmetic on values) of the page's run
     fact:engines.vllm.block_size      a course fact
     card:torch_total                  a figure of the card chosen first (the facts' or the run's)
     const:4096                        a number written here (an input the lab chose, not measured)
+    engine:transformers               for a field of choices: the newest choice (a release) not
+                                      after the version of that engine the page's run recorded
 
 The arithmetic is the page's script's (docs/assets/calculator.js, which tests hold to the lab's
 own functions); this side only says what the form holds and what was recorded.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SEED_KINDS = ("model", "value", "fact", "card", "const")
+SEED_KINDS = ("model", "value", "fact", "card", "const", "engine")
 GROUPS = {
     "model": "Your model (its config.json)",
     "card": "The card",
@@ -48,6 +50,9 @@ class Input:
     """Decimals of the seed as the field shows it (None: a whole number)."""
     checkbox: bool = False
     """A yes-or-no field (`tie_word_embeddings`)."""
+    choices: tuple[tuple[str, str], ...] = ()
+    """A field of choices, (value, label) each: the releases of an engine whose rule the script
+    transcribes (`release`); its seed is `engine:<name>`. () for a number."""
 
 
 @dataclass(frozen=True)

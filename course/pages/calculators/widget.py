@@ -46,11 +46,22 @@ def _shown(value: float, field: Input) -> str:
     return f"{number:.{field.decimals}f}"
 
 
-def _field(calc: Calculator, field: Input, value: float) -> str:
+def _field(calc: Calculator, field: Input, value: float | str) -> str:
     fid = f"calc-{calc.name}-{field.name}"
     unit = f" ({_esc(field.unit)})" if field.unit else ""
     code = f" <code>{_esc(field.name)}</code>"
     label = f'<label for="{fid}">{_esc(field.label)}{unit}{code}</label>'
+    if field.choices:
+        options = "".join(
+            f'<option value="{_esc(key)}"{" selected" if key == value else ""}>'
+            f"{_esc(text)}</option>"
+            for key, text in field.choices
+        )
+        return (
+            f'<div class="course-calc__field">{label}<select id="{fid}" name="{field.name}" '
+            f'data-seed="{_esc(str(value))}">{options}</select></div>'
+        )
+    assert not isinstance(value, str), field.name  # a number's seed (data.seed)
     if field.checkbox:
         checked = " checked" if value else ""
         return (
@@ -226,9 +237,22 @@ def _cell(ctx: PageContext, cell: Cell) -> str:
     return shown
 
 
-def table_html(ctx: PageContext, table: Table) -> str:
+def _caption(table: Table, seeds: dict[str, float | str]) -> str:
+    """The worked rows' caption, a choice's seed put in where it names one (`{release}`): the
+    release of the engine the page's run used, the one the rows' numbers follow."""
+    chosen = {name: value for name, value in seeds.items() if isinstance(value, str)}
+    try:
+        return table.caption.format_map(chosen)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise CalculatorError(
+            f"worked rows' caption {table.caption!r}: {exc!r} names no field of choices"
+        ) from None
+
+
+def table_html(ctx: PageContext, table: Table, seeds: dict[str, float | str]) -> str:
     """The worked rows as a table; each number a recorded value, as value() shows it."""
     head = "".join(f'<th scope="col">{_esc(c)}</th>' for c in table.columns)
+    caption = _caption(table, seeds)
     rows = []
     for number, row in enumerate(table.rows, 1):
         cells = [_part(f"worked row {number}", _cell, ctx, cell) for cell in row]
@@ -241,8 +265,8 @@ def table_html(ctx: PageContext, table: Table) -> str:
         '<p class="course-calc__print-note" hidden>The calculator itself, for your own model and '
         "card, is on the lesson's web page; here are its worked rows.</p>"
         f'<div class="course-calc__scroll" tabindex="0" role="region" '
-        f'aria-label="{_esc(table.caption)}"><table class="course-calc__rows">'
-        f"<caption>{_esc(table.caption)}</caption><thead><tr>{head}</tr></thead>"
+        f'aria-label="{_esc(caption)}"><table class="course-calc__rows">'
+        f"<caption>{_esc(caption)}</caption><thead><tr>{head}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
@@ -275,7 +299,7 @@ def calculator(ctx: PageContext, name: str) -> str:
             f"no calculator '{name}' (calculators: {', '.join(sorted(CALCULATORS))})"
         )
     n = numbers(ctx, calc)
-    rows = table_html(ctx, calc.table) if calc.table else ""
+    rows = table_html(ctx, calc.table, n.seeds) if calc.table else ""
     form = (
         f'<form class="course-calc__form" data-calculator="{calc.name}" '
         f'aria-labelledby="calc-{calc.name}-title" novalidate '
