@@ -24,10 +24,9 @@ from typing import Any
 
 from labkit.checks import check
 from labkit.device import add_device_args, describe, pick_device
-from labkit.results import write_results
 from labkit.timing import Spread, Stopwatch, derive, ratio
 from labkit.units import human
-from paged import SIZED
+from paged import finish
 from planner import MODELS, cache_bytes_per_token, say
 from serving import RELEASE, Memory, build_model, make_prompts, serve
 
@@ -187,11 +186,7 @@ def main() -> None:
         "small_64_over_32": growth,
         "full_64_over_32": ratio(full["runs"]["64"]["tok_s"], full["runs"]["32"]["tok_s"]),
     }
-    print()
-    results["peak_gpu_memory"] = memory.peaks.report(sized_to_card=SIZED)
-    results["wall_s"] = clock.seconds()
-    print(f"wall time {results['wall_s']:.1f} s")
-    print(f"wrote {write_results('concurrency', results)}")
+    finish("concurrency", results, memory, clock)
 
 
 if __name__ == "__main__":

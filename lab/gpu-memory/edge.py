@@ -22,10 +22,9 @@ from labkit import facts
 from labkit.checks import check
 from labkit.configs import load_config, weight_bytes
 from labkit.device import add_device_args, describe, pick_device
-from labkit.results import write_results
 from labkit.timing import Stopwatch
 from labkit.units import human
-from paged import SIZED
+from paged import finish
 from planner import Engine, cache_bytes_per_token, plan, say
 from serving import LAB, LARGE_ROUND, RELEASE, SECTORS, TINY_BATCH_TOKENS, Memory, build_model
 
@@ -147,11 +146,7 @@ def main() -> None:
             "engine_cache_tokens": engine_24,
         },
     }
-    print()
-    results["peak_gpu_memory"] = memory.peaks.report(sized_to_card=SIZED)
-    results["wall_s"] = clock.seconds()
-    print(f"wall time {results['wall_s']:.1f} s")
-    print(f"wrote {write_results('edge', results)}")
+    finish("edge", results, memory, clock)
     del model  # held until here: the weights stay on the GPU while the budget is tried
 
 

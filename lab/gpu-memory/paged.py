@@ -64,6 +64,16 @@ LABELS = {
 }
 
 
+def finish(name: str, results: dict[str, Any], memory: Memory, clock: Stopwatch) -> None:
+    """The last lines of a step that serves on the engine: its peak GPU memory (the step sizes
+    itself to the card), its wall time, and results/<name>.json written."""
+    print()
+    results["peak_gpu_memory"] = memory.peaks.report(sized_to_card=SIZED)
+    results["wall_s"] = clock.seconds()
+    print(f"wall time {results['wall_s']:.1f} s")
+    print(f"wrote {write_results(name, results)}")
+
+
 def scaled_contexts(tiny: bool) -> dict[str, int]:
     """Conversation lengths to count: 8K, 32K and the full 40,960; divided by 16 with --tiny."""
     return {k: c // 16 for k, c in CONTEXTS.items()} if tiny else dict(CONTEXTS)

@@ -18,7 +18,7 @@ import logging
 import random
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import fields
 from math import ceil
 from pathlib import Path
@@ -31,6 +31,7 @@ from transformers import AutoModelForCausalLM, GenerationConfig, Qwen3Config
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 from transformers.generation.continuous_batching import cache as cache_module
 
+from labkit import logs
 from labkit.checks import check
 from labkit.configs import load_config, tiny_config
 from labkit.memory import PeakMemory
@@ -195,30 +196,21 @@ def make_prompts(count: int, length: int, vocab: int, seed: int = 0) -> list[lis
     return [[rng.randrange(1, vocab) for _ in range(length)] for _ in range(count)]
 
 
-@contextmanager
-def engine_log() -> Iterator[list[str]]:
+def shown(record: logging.LogRecord) -> bool:
+    """Which of the engine's messages reach the transcript: its warnings, less two that do not
+    apply here."""
+    message = record.getMessage()
+    return (
+        record.levelno >= logging.WARNING
+        # generate_batch warns that a kept manager is sized for this batch: we destroy it after
+        and "persistent_manager" not in message
+        and "psutil" not in message  # a CPU offloading cap the lab never uses
+    )
+
+
+def engine_log() -> AbstractContextManager[list[str]]:
     """Collect every message of transformers' ContinuousBatchingLogger; print only its warnings."""
-    logger = logging.getLogger("ContinuousBatchingLogger")
-    lines: list[str] = []
-
-    class Keep(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            lines.append(record.getMessage())
-            # generate_batch warns that a kept manager is sized for this batch: we destroy it after
-            return (
-                record.levelno >= logging.WARNING
-                and "persistent_manager" not in record.getMessage()
-                and "psutil" not in record.getMessage()  # a CPU offloading cap the lab never uses
-            )
-
-    keep, level = Keep(), logger.level
-    logger.setLevel(logging.INFO)
-    logger.addFilter(keep)
-    try:
-        yield lines
-    finally:
-        logger.removeFilter(keep)
-        logger.setLevel(level)
+    return logs.collect(logs.CONTINUOUS_BATCHING, show=shown)
 
 
 def logged_available_mib(lines: list[str]) -> int | None:

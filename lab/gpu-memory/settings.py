@@ -27,10 +27,9 @@ from transformers.generation.continuous_batching.cache import PagedAttentionMemo
 from labkit.checks import check
 from labkit.configs import weight_bytes
 from labkit.device import add_device_args, describe, pick_device
-from labkit.results import write_results
 from labkit.timing import Stopwatch
 from labkit.units import human
-from paged import SIZED, scaled_contexts
+from paged import finish, scaled_contexts
 from planner import (
     SECTOR_ALIGN,
     Engine,
@@ -272,11 +271,7 @@ def main() -> None:
             "cache_tokens": [a["cache_tokens"] for a in at],
         },
     }
-    print()
-    results["peak_gpu_memory"] = memory.peaks.report(sized_to_card=SIZED)
-    results["wall_s"] = clock.seconds()
-    print(f"wall time {results['wall_s']:.1f} s")
-    print(f"wrote {write_results('settings', results)}")
+    finish("settings", results, memory, clock)
 
 
 if __name__ == "__main__":

@@ -39,9 +39,9 @@ from labkit.checks import check
 from labkit.configs import kv_bytes_per_token
 from labkit.results import write_results
 from labkit.units import human, row
-from transformers import DynamicCache, StaticCache
+from transformers import DynamicCache
 
-from kvlab import build_model, model_name
+from kvlab import build_model, model_name, static_cache
 
 CARD = "rtx-4090"  # the 24 GB card learners rent
 PROFILE_TOKENS, TINY_PROFILE_TOKENS = 8_192, 256
@@ -112,7 +112,9 @@ def main() -> None:
         total, outside = TINY_MEMORY, 0
     sizing = f"the model and its cache take vLLM's share, {share:.2f}, of whatever GPU it finds"
     print(f"{name}: {how}")
-    print(f"this step sizes itself to the card: {sizing}")
+    print(
+        textwrap.fill(f"this step sizes itself to the card: {sizing}", 98, subsequent_indent="  ")
+    )
     print(f"(gpu_memory_utilization: {share_fact.cite})\n")
     lines = vllm_rule(total, share, weights, outside, work)
     here = counts(lines["cache"], per_token, context, block, lines["requested"] - outside)
@@ -148,14 +150,7 @@ def main() -> None:
         )
 
     # Reserve it for real, as an engine does.
-    cache = StaticCache(config=model.config, max_cache_len=here["tokens"])
-    cache.early_initialization(
-        batch_size=1,
-        num_heads=cfg["num_key_value_heads"],
-        head_dim=cfg["head_dim"],
-        dtype=torch.bfloat16,
-        device=device,
-    )
+    cache = static_cache(model, cfg, here["tokens"], device)
     reserved = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values))
     allocated = gpu_memory.allocated(device) if device.type == "cuda" else weights + reserved
     planned = allocated + work + outside

@@ -24,23 +24,23 @@ from __future__ import annotations
 
 import argparse
 import copy
+import textwrap
 import time
 import weakref
 from typing import Any
 
 import torch
-from labkit import device as devices
 from labkit import memory as gpu_memory
 from labkit import timing
 from labkit.checks import check
 from labkit.configs import kv_bytes_per_token, weight_bytes
 from labkit.decoder import Decoder
-from labkit.results import key_of, write_results
+from labkit.results import write_results
 from labkit.timing import Spread
 from labkit.units import byte_rate, human
 from transformers import DynamicCache
 
-from kvlab import MODELS, build_model, model_name
+from kvlab import build_model, start
 
 DEPTHS, TINY_DEPTHS = [0, 2_048, 8_192, 16_384, 32_768], [0, 64, 256, 512, 1_024]
 TARGET = 0.75  # Qwen3-8B at depth 0: at least this fraction of the bytes-bound speed
@@ -140,8 +140,9 @@ def measure(
         f" [{eager.min:.1f} to {eager.max:.1f}]\n    (host-bound: Python and the launch of every"
         " small kernel set this pace, not the GPU's memory)"
     )
-    print(f"  our decoder ({how};")
-    print(f"  K slices per product, fastest measured: {dec.splits}):")
+    splits = ", ".join(f"{k}={v}" for k, v in dec.splits.items())
+    said = f"our decoder ({how}; K slices per product, fastest measured: {splits}):"
+    print(textwrap.fill(said, 98, initial_indent="  ", subsequent_indent="  "))
     print(
         "  check: next-token logits after 16 tokens, against transformers' layers in float32"
         " (one at a time):"
@@ -173,18 +174,12 @@ def measure(
             calls=STEPS if cuda else 1,
         )
         bytes_read = read + depth * per_token
-        bound = timing.derive(bw, lambda b, n=bytes_read: b / n)
-        tok_s = timing.derive(seconds, lambda s: 1 / s)
-        fraction = timing.ratio(tok_s, bound)
+        # (On the CPU a tiny model's speed is set by Python, not bytes, and both timings swing
+        # with whatever else runs: only the GPU's is held to the bound.)
+        tok_s, bound, fraction = timing.bytes_bound(seconds, bw, bytes_read, held=cuda)
         print(
             f"  {depth:>8,}  {tok_s.median:>8.1f} tok/s  [{tok_s.min:>6.1f} to {tok_s.max:>6.1f}]"
             f"  {float(bound):>6.1f} tok/s  {fraction.median:>7.1%}  {seconds.median * 1e3:>8.3f}"
-        )
-        # (On the CPU a tiny model's speed is set by Python, not bytes, and both timings swing
-        # with whatever else runs: only the GPU's is held to the bound.)
-        check(
-            0 < tok_s.min and (not cuda or tok_s.median < 1.05 * float(bound)),
-            f"{tok_s.median:.1f} tok/s is faster than the bytes allow ({float(bound):.1f})",
         )
         row["depths"][str(depth)] = {
             "tok_s": tok_s,
@@ -216,20 +211,11 @@ def measure(
 
 
 def main() -> None:
-    parser = devices.arguments(__doc__, weights=True)
-    parser.add_argument("--models", nargs="*", choices=list(MODELS), help="default: both")
-    parser.add_argument(
-        "--bandwidth", type=float, help="use this copy bandwidth (B/s) instead of measuring"
-    )
-    parser.add_argument("--no-compile", action="store_true", help="graphs of unfused operations")
-    args = parser.parse_args()
-    check(not (args.weights and args.models), "give --weights or --models, not both")
-    device = devices.pick(args)
-    print(devices.describe(device, "torch", "transformers"))
+    args, todo, device = start(__doc__, speed=True)
     memory = gpu_memory.PeakMemory(device)
     depths, cuda = (TINY_DEPTHS if args.tiny else DEPTHS), device.type == "cuda"
     copy_bytes = 2**22 if args.tiny else 2**32
-    bw: Spread | float = args.bandwidth or timing.copy_bandwidth(device, copy_bytes)
+    bw = timing.bandwidth(device, copy_bytes, args.bandwidth)
     if isinstance(bw, Spread):
         print(
             f"copy bandwidth: {byte_rate(bw.median)} [{byte_rate(bw.min)} to {byte_rate(bw.max)},"
@@ -237,10 +223,6 @@ def main() -> None:
         )
     else:
         print(f"copy bandwidth: {byte_rate(bw)} (given)")
-    check(
-        0 < float(bw) < 6e12,
-        f"a copy bandwidth of {float(bw) / 1e12:.2f} TB/s is beyond any memory of today",
-    )
     memory.part()
     compiled = cuda and not args.no_compile
     how = "one CUDA graph per depth" if cuda else "eager on the CPU"
@@ -255,10 +237,6 @@ def main() -> None:
     setup = {"depths": depths, "compiled": compiled, "how": how, "bw": bw}
     # The copy's source and destination, unless a bandwidth was given.
     peaks = [(0 if args.bandwidth else 2 * copy_bytes, "the copy test's two buffers")]
-    if args.weights:  # one model, named by its weights
-        todo = {key_of(args.weights): ("", model_name("", args.weights))}
-    else:
-        todo = {key: (MODELS[key], MODELS[key]) for key in args.models or MODELS}
     for key, (folder, name) in todo.items():
         before = gpu_memory.allocated(device)
         results[key], paper, what, gone = measure(folder, name, args, device, setup)
@@ -267,7 +245,7 @@ def main() -> None:
         if cuda:
             print(
                 f"  peak while measuring {name}: {part['allocated']:,} B allocated"
-                f" ({human(part['allocated'])}), {part['reserved']:,} B reserved;"
+                f" ({human(part['allocated'])}),\n    {part['reserved']:,} B reserved;"
                 f" on paper {paper:,} B ({human(paper)})"
             )
         peaks.append((paper, what))

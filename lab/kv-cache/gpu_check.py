@@ -19,15 +19,13 @@ import weakref
 from typing import Any
 
 import torch
-from labkit import device as devices
 from labkit import memory as gpu_memory
 from labkit.checks import check
 from labkit.configs import kv_bytes_per_token, weight_bytes
-from labkit.results import key_of, write_results
+from labkit.results import write_results
 from labkit.units import BF16_BYTES, human
-from transformers import StaticCache
 
-from kvlab import MODELS, build_model, model_name
+from kvlab import build_model, start, static_cache
 
 TOKEN_COUNTS = [4_096, 32_768]
 TINY_TOKEN_COUNTS = [256, 2_048]
@@ -44,15 +42,8 @@ def allocator(device: torch.device) -> tuple[int, int]:
 
 def reserve(model: Any, cfg: dict[str, Any], tokens: int, device: torch.device) -> dict[str, int]:
     """Reserve a StaticCache of `tokens` tokens and return what it cost, in bytes."""
-    cache = StaticCache(config=model.config, max_cache_len=tokens)
     allocated0, reserved0 = allocator(device)
-    cache.early_initialization(
-        batch_size=1,
-        num_heads=cfg["num_key_value_heads"],
-        head_dim=cfg["head_dim"],
-        dtype=torch.bfloat16,
-        device=device,
-    )
+    cache = static_cache(model, cfg, tokens, device)  # its constructor allocates nothing
     allocated1, reserved1 = allocator(device)
     tensors = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values))
     # The cache must be usable as it is: run one token through the model with it.
@@ -117,11 +108,11 @@ def check_model(
         layers = cfg["num_hidden_layers"]
         print(
             f"  allocated - paper: {extra:,} B = {extra / layers:,.0f} B per layer, the cache's own"
-            " small bookkeeping tensors (the allocator's smallest block is 512 B)"
+            " small bookkeeping tensors\n    (the allocator's smallest block is 512 B)"
         )
         print(
             "  reserved counts whole segments: blocks of 1 to 10 MiB are cut from 20 MiB"
-            " segments, larger ones rounded up to 2 MiB"
+            " segments,\n    larger ones rounded up to 2 MiB"
         )
     # The largest moment: the weights, the largest cache, and attention's repeated keys and values.
     on_paper = weight_bytes(cfg), counts[-1] * per_token, repeat_bytes(cfg, counts[-1])
@@ -134,19 +125,10 @@ def check_model(
 
 
 def main() -> None:
-    parser = devices.arguments(__doc__, weights=True)
-    parser.add_argument("--models", nargs="*", choices=list(MODELS), help="default: both")
-    args = parser.parse_args()
-    check(not (args.weights and args.models), "give --weights or --models, not both")
-    device = devices.pick(args)
-    print(devices.describe(device, "torch", "transformers"))
+    args, todo, device = start(__doc__)
     memory = gpu_memory.PeakMemory(device)
     counts = TINY_TOKEN_COUNTS if args.tiny else TOKEN_COUNTS
     results: dict[str, Any] = {"device": device.type, "tiny": args.tiny}
-    if args.weights:  # one model, named by its weights
-        todo = {key_of(args.weights): ("", model_name("", args.weights))}
-    else:
-        todo = {key: (MODELS[key], MODELS[key]) for key in args.models or MODELS}
     peaks = []
     for key, (folder, name) in todo.items():
         before = gpu_memory.allocated(device)

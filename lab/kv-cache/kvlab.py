@@ -1,6 +1,8 @@
 """What the lesson's GPU scripts share and the lab kit does not: the two models the lab measures,
-and how a script gets one of them as a transformers model (random weights from the shipped
-config.json, or real ones with --weights).
+how a script gets one of them as a transformers model (random weights from the shipped
+config.json, or real ones with --weights), the start of a script that measures each in turn
+(`start`), and a StaticCache reserved ahead of time, as an engine reserves its cache
+(`static_cache`).
 
 Everything else (device choice, checks, results files, units, config arithmetic, timing with
 spread, peak memory, the compact decoder, the course's facts) is the lab kit's: `labkit/`.
@@ -11,11 +13,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from labkit.checks import check
 from labkit.configs import load_config, tiny_config
+from labkit.results import key_of
 
 LAB = Path(__file__).resolve().parent
 # Key used in results/*.json -> folder under models/ (no dots in keys: the runner splits on them).
 MODELS = {"qwen3-0_6b": "Qwen3-0.6B", "qwen3-8b": "Qwen3-8B"}
+
+
+def start(doc: str | None, speed: bool = False) -> tuple[Any, dict[str, tuple[str, str]], Any]:
+    """The start of a script that measures each model in turn: its options (--device, --tiny,
+    --weights, --models; with `speed` --bandwidth and --no-compile too) parsed, the models it
+    measures ({results key: (models/ folder, name printed)}: both, those of --models, or the
+    one of --weights), and the device, its line printed."""
+    from labkit import device as devices
+
+    parser = devices.arguments(doc, weights=True, speed=speed)
+    parser.add_argument("--models", nargs="*", choices=list(MODELS), help="default: both")
+    args = parser.parse_args()
+    check(not (args.weights and args.models), "give --weights or --models, not both")
+    if args.weights:  # one model, named by its weights
+        todo = {key_of(args.weights): ("", model_name("", args.weights))}
+    else:
+        todo = {key: (MODELS[key], MODELS[key]) for key in args.models or MODELS}
+    device = devices.pick(args)
+    print(devices.describe(device, "torch", "transformers"))
+    return args, todo, device
 
 
 def config_of(folder: str) -> dict[str, Any]:
@@ -77,3 +101,21 @@ def build_model(
 def model_name(folder: str, weights: str | None) -> str:
     """The name a script prints for its model: the weights' id or folder, else the config's folder."""
     return weights.rstrip("/") if weights else folder
+
+
+def static_cache(model: Any, cfg: dict[str, Any], tokens: int, device: Any) -> Any:
+    """transformers' StaticCache of `tokens` tokens for one sequence in bf16, its tensors allocated
+    now, as an engine reserves its cache ahead of time (a StaticCache otherwise allocates them on
+    first use). `cfg` is build_model's plain dict of the model's shapes."""
+    import torch
+    from transformers import StaticCache
+
+    cache = StaticCache(config=model.config, max_cache_len=tokens)
+    cache.early_initialization(
+        batch_size=1,
+        num_heads=cfg["num_key_value_heads"],
+        head_dim=cfg["head_dim"],
+        dtype=torch.bfloat16,
+        device=device,
+    )
+    return cache

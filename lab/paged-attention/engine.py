@@ -24,9 +24,8 @@ planner asks CUDA how much is free; the CPU has no such figure).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -37,11 +36,11 @@ from transformers import AutoModelForCausalLM, GenerationConfig, Qwen3Config
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 from transformers.generation.continuous_batching import cache as cache_module
 
-from labkit import configs
+from labkit import configs, logs
 from labkit.checks import check
 
 MODEL = Path(__file__).with_name("models") / "Qwen3-8B" / "config.json"
-LOGGER = "ContinuousBatchingLogger"
+LOGGER = logs.CONTINUOUS_BATCHING
 PRETEND_TOTAL = 2**30  # --tiny on the CPU: the memory the planner is told the "GPU" has
 SETTINGS = {f.name for f in fields(ContinuousBatchingConfig)}
 PAGE_SIZE = "page_size" if "page_size" in SETTINGS else "block_size"
@@ -176,25 +175,10 @@ def trace() -> Iterator[Trace]:
         setattr(cls, cls_grow, grow)
 
 
-@contextmanager
-def engine_log() -> Iterator[list[str]]:
-    """Every message of the engine's logger (ContinuousBatchingLogger), at level INFO."""
-    logger = logging.getLogger(LOGGER)
-    lines: list[str] = []
-
-    class Keep(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            lines.append(record.getMessage())
-            return False  # kept here and printed by the script, not twice
-
-    keep, level = Keep(), logger.level
-    logger.setLevel(logging.INFO)
-    logger.addFilter(keep)
-    try:
-        yield lines
-    finally:
-        logger.removeFilter(keep)
-        logger.setLevel(level)
+def engine_log() -> AbstractContextManager[list[str]]:
+    """Every message of the engine's logger (ContinuousBatchingLogger), at level INFO; none is
+    printed as it comes: the script prints what it keeps, not twice."""
+    return logs.collect(LOGGER)
 
 
 @contextmanager

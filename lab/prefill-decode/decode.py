@@ -23,7 +23,7 @@ import engine
 import pdlab as pd
 import torch
 from engine import Prefill, build
-from labkit import results, timing
+from labkit import timing
 from labkit.checks import check
 from labkit.reference import relative_error
 from labkit.timing import Spread, derive, ratio
@@ -163,9 +163,7 @@ def main() -> None:
         "slowdown_predicted": predicted,
     }
     print()
-    data["peak_gpu_memory"] = peak_memory.report()
-    data["seconds"] = clock.seconds()
-    print(f"wrote {results.write_results('decode', data)} ({data['seconds']:.1f} s)")
+    pd.finish("decode", data, peak_memory, clock)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from typing import Any
 import pdlab as pd
 import torch
 import torch.nn.functional as F
-from labkit import device, memory, results, timing
+from labkit import device, memory, timing
 from labkit.checks import check, finite
 from labkit.timing import Spread, derive, ratio
 from labkit.units import BF16_BYTES as BF16
@@ -205,9 +205,7 @@ def main() -> None:
         "ridge_predicted_flop_per_byte": assumed_ridge,
         "ridge_predicted_tokens": finite(assumed_tokens),
     }
-    data["peak_gpu_memory"] = peak_memory.report()
-    data["seconds"] = clock.seconds()
-    print(f"wrote {results.write_results('limits', data)} ({data['seconds']:.1f} s)")
+    pd.finish("limits", data, peak_memory, clock)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,14 @@ TINY_SIZES = {"hidden_size": 256, "intermediate_size": 768, "num_attention_heads
               "num_key_value_heads": 2, "head_dim": 32}  # fmt: skip
 
 
+def finish(name: str, data: dict[str, Any], peak_memory: Any, clock: Any) -> None:
+    """A GPU step's last lines: its peak GPU memory (a labkit.memory.PeakMemory's report), its
+    seconds (a labkit.timing.Stopwatch's), and results/<name>.json written."""
+    data["peak_gpu_memory"] = peak_memory.report()
+    data["seconds"] = clock.seconds()
+    print(f"wrote {results.write_results(name, data)} ({data['seconds']:.1f} s)")
+
+
 def load_config(path: str | Path | None = None, tiny: bool = False) -> dict[str, Any]:
     """A model's config.json: the given file, or models/Qwen3-8B/config.json (as published);
     shrunk with `tiny`."""

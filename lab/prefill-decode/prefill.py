@@ -34,7 +34,7 @@ import engine
 import pdlab as pd
 import torch
 from engine import Prefill, build
-from labkit import memory, results, timing
+from labkit import memory, timing
 from labkit.checks import check
 from labkit.decoder import Decoder, weight_nbytes
 from labkit.reference import relative_error
@@ -310,9 +310,7 @@ def main() -> None:
         },
     }
     print()
-    data["peak_gpu_memory"] = peak_memory.report()
-    data["seconds"] = clock.seconds()
-    print(f"wrote {results.write_results('prefill', data)} ({data['seconds']:.1f} s)")
+    pd.finish("prefill", data, peak_memory, clock)
 
 
 if __name__ == "__main__":

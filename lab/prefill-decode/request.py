@@ -30,7 +30,7 @@ import engine
 import pdlab as pd
 import torch
 from engine import Prefill, build
-from labkit import results, timing
+from labkit import timing
 from labkit.checks import check
 from labkit.decoder import Decoder
 from labkit.timing import Spread, derive
@@ -199,9 +199,7 @@ def main() -> None:
         "tpot_percent_of_predicted_speed": derive(got["tpot"], lambda s: 100 * ask["tpot"] / s),
     }
     print()
-    data["peak_gpu_memory"] = peak_memory.report()
-    data["seconds"] = clock.seconds()
-    print(f"wrote {results.write_results('request', data)} ({data['seconds']:.1f} s)")
+    pd.finish("request", data, peak_memory, clock)
 
 
 if __name__ == "__main__":

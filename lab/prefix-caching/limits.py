@@ -95,11 +95,8 @@ def main() -> None:
         )
     print(f"  {'nothing cached (cache_prompt off)':<32} {0:>7} {found['scratch']['prompt_n']:>9,}"
           f" {scratch.median * 1e3:>9.1f} ms")  # fmt: skip
-    peak = mem.result()
-    results["gpu_memory"] = peak
-    results["peak_gpu_memory"] = peak["peak_used"]
     results["seconds"] = time.perf_counter() - t_start
-    print(gpu.report(peak, "the server and its requests"))
+    print(gpu.record(results, mem.result(), "the server and its requests"))
     print(f"wrote {write_results('limits', results)}; limits.py took {results['seconds']:.1f} s")
 
 

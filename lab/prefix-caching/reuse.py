@@ -157,13 +157,10 @@ def main() -> None:
             )
         sp = entry["speedup"]
         print(f"          reuse cut the wait {sp.median:.1f}x [{sp.min:.1f} to {sp.max:.1f}]")
-    peak = mem.result()
-    results["gpu_memory"] = peak
-    results["peak_gpu_memory"] = peak["peak_used"]
     results["server"] = {"build_info": props.get("build_info"), "slots": props.get("total_slots"),
                          "model_path": props.get("model_path")}  # fmt: skip
     results["seconds"] = time.perf_counter() - t_start
-    print(gpu.report(peak, "the server and its requests"))
+    print(gpu.record(results, mem.result(), "the server and its requests"))
     print(f"wrote {write_results('reuse', results)}; reuse.py took {results['seconds']:.1f} s")
 
 

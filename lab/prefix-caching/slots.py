@@ -115,11 +115,8 @@ def main() -> None:
             f" {results['modes'][mode]['slots_used']:>11} {every.median * 1e3:>14.0f} ms"
             f" {last.median * 1e3:>6.0f} ms"
         )
-    peak = mem.result()
-    results["gpu_memory"] = peak
-    results["peak_gpu_memory"] = peak["peak_used"]
     results["seconds"] = time.perf_counter() - t_start
-    print(gpu.report(peak, "the server and its requests"))
+    print(gpu.record(results, mem.result(), "the server and its requests"))
     print(f"wrote {write_results(args.name, results)}; slots.py took {results['seconds']:.1f} s")
 
 

@@ -99,7 +99,7 @@ def main() -> None:
         rot = results["types"][t]["rotated"]
         print(f"  keys rotated before quantizing: {'yes' if rot.get('k') else 'no'},"
               f" values: {'yes' if rot.get('v') else 'no'}")  # fmt: skip
-        print(f"  {gpu.report(got, 'the whole server')}")
+        print(gpu.report(got, "the whole server", indent="  "))
     f16 = results["types"].get("f16")
     if f16:
         for t, row in results["types"].items():

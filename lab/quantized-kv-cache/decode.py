@@ -112,10 +112,8 @@ def main() -> None:
             line = ", ".join(f"{int(d):,}: {g['vs_f16'].median:.2f}x ({g['vs_f16_paper']:.2f}x)"
                              for d, g in e["depths"].items())  # fmt: skip
             print(f"  {t:<5} {line}")
-    results["gpu_memory"] = gpu.worst(peaks)
-    results["peak_gpu_memory"] = results["gpu_memory"]["peak_used"]
     results["seconds"] = time.perf_counter() - t_start
-    print(gpu.report(results["gpu_memory"], "llama-bench, the deepest cache"))
+    print(gpu.record(results, gpu.worst(peaks), "llama-bench, the deepest cache"))
     print(f"wrote {write_results('decode', results)}; decode.py took {results['seconds']:.1f} s")
 
 

@@ -96,12 +96,10 @@ def main() -> None:
     q8 = results["runs"]["q8_0"]["kld_mean"]["value"]
     check(floor <= q8, f"f16 against its own base gave a mean KLD of {floor}, q8_0 only {q8}:"
           " the measurement's floor is above what it measures")  # fmt: skip
-    results["gpu_memory"] = gpu.worst(mems)
-    results["peak_gpu_memory"] = results["gpu_memory"]["peak_used"]
     if not args.keep:
         base_file.unlink(missing_ok=True)
     results["seconds"] = time.perf_counter() - t_start
-    print(gpu.report(results["gpu_memory"], "llama-perplexity"))
+    print(gpu.record(results, gpu.worst(mems), "llama-perplexity"))
     print(f"wrote {write_results('kld', results)}; kld.py took {results['seconds']:.1f} s")
 
 

@@ -237,19 +237,12 @@ def run_design(
         seconds = time_depth(dec, depth, device)
         # the step reads every weight but the embedding table, and the new token's entry too
         step_bytes = d.weight_bytes_read() + d.cache_bytes(depth + 1)
-        tok_s = timing.derive(seconds, lambda s: 1 / s)
-        bound = timing.derive(bw, lambda b, n=step_bytes: b / n)
-        fraction = timing.ratio(tok_s, bound)
+        # (on the CPU a tiny model sits in the processor's caches: no bytes bound holds there)
+        tok_s, bound, fraction = timing.bytes_bound(seconds, bw, step_bytes, cuda, d.name)
         print(
             f"  {depth:>8,}  {tok_s.median:>8.1f} tok/s  {tok_s.relative:>6.1%}"
             f"  {float(bound):>6.1f} tok/s  {float(fraction):>6.1%}"
             f"  {seconds.median * 1e3:>8.3f}  {human(step_bytes):>10}"
-        )
-        # (on the CPU a tiny model sits in the processor's caches: no bytes bound holds there)
-        check(
-            0 < tok_s.median and (not cuda or tok_s.median < 1.05 * float(bound)),
-            f"{d.name}: {tok_s.median:.1f} tok/s is faster than the bytes allow"
-            f" ({float(bound):.1f})",
         )
         timings[str(depth)] = {
             "tok_s": tok_s,
@@ -305,7 +298,7 @@ def run_design(
 
 
 def main() -> None:
-    parser = devices.arguments(__doc__)
+    parser = devices.arguments(__doc__, speed=True)
     parser.add_argument(
         "--designs",
         nargs="+",
@@ -313,32 +306,23 @@ def main() -> None:
         choices=DESIGN_NAMES,
         help="which designs, built in this order (default: all five)",
     )
-    parser.add_argument(
-        "--bandwidth", type=float, help="use this copy bandwidth (B/s) instead of measuring"
-    )
-    parser.add_argument(
-        "--no-compile", action="store_true", help="leave the small operations unfused"
-    )
     args = parser.parse_args()
     clock, device = timing.Stopwatch(), devices.pick(args)
     print(devices.describe(device, "torch"))
     torch.manual_seed(0)
     peak = memory.PeakMemory(device)
     cuda = memory.cuda(device)
-    bw = args.bandwidth or timing.copy_bandwidth(device, 2**24 if args.tiny else 2**32)
+    bw = timing.bandwidth(device, 2**24 if args.tiny else 2**32, args.bandwidth)
     print(
         f"copy bandwidth: {float(bw) / 1e12:.2f} TB/s (device-to-device copy, bytes read +"
         " written" + (f"; spread {bw.relative:.1%})" if isinstance(bw, timing.Spread) else ")")
-    )
-    check(
-        0 < float(bw) < 6e12,
-        f"a copy bandwidth of {float(bw) / 1e12:.2f} TB/s is beyond any memory of today",
     )
     outside = memory.outside_bytes(device)
     context = TINY_CONTEXT if args.tiny else CONVERSATION
     how = "one CUDA graph per depth" if cuda else "eager on the CPU"
     how += ", small operations fused by torch.compile" if cuda and not args.no_compile else ""
-    print(f"decoder: {how}; memory outside PyTorch (CUDA context, libraries): {human(outside)}")
+    print(f"decoder: {how}")
+    print(f"memory outside PyTorch (CUDA context, libraries): {human(outside)}")
     card = facts.card(memory.CARD)
     print(
         f"a 24 GB card leaves {human(facts.room(memory.CARD).bytes)} for tensors ({card.label}:"
@@ -347,7 +331,7 @@ def main() -> None:
     if cuda:
         print(
             f"each speed: the median of {REPEATS} samples of {CALLS} steps replayed, timed by"
-            " the GPU's clock (spread: fastest to slowest sample, against the median)"
+            " the GPU's clock\n  (spread: fastest to slowest sample, against the median)"
         )
 
     results: dict[str, Any] = {

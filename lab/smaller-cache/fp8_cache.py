@@ -86,26 +86,15 @@ def compare(
 
 
 def main() -> None:
-    parser = devices.arguments(__doc__)
-    parser.add_argument(
-        "--bandwidth", type=float, help="use this copy bandwidth (B/s) instead of measuring"
-    )
-    parser.add_argument(
-        "--no-compile", action="store_true", help="leave the small operations unfused"
-    )
-    args = parser.parse_args()
+    args = devices.arguments(__doc__, speed=True).parse_args()
     clock, device = timing.Stopwatch(), devices.pick(args)
     cuda = memory.cuda(device)
     print(devices.describe(device, "torch"))
     torch.manual_seed(0)
     peak = memory.PeakMemory(device)
-    bw = args.bandwidth or timing.copy_bandwidth(device, 2**24 if args.tiny else 2**32)
+    bw = timing.bandwidth(device, 2**24 if args.tiny else 2**32, args.bandwidth)
     print(
         f"copy bandwidth: {float(bw) / 1e12:.2f} TB/s (device-to-device copy, bytes read + written)"
-    )
-    check(
-        0 < float(bw) < 6e12,
-        f"a copy bandwidth of {float(bw) / 1e12:.2f} TB/s is beyond any memory of today",
     )
     context = TINY_CONTEXT if args.tiny else CONVERSATION
     prompt, steps, prompts = (
@@ -140,7 +129,7 @@ def main() -> None:
     )
     print(
         f"  the top token changed in {errors['argmax_changed']} of {errors['steps']} steps"
-        f" ({errors['argmax_change_rate']:.1%}); in each prompt's {steps} steps:"
+        f" ({errors['argmax_change_rate']:.1%});\n  in each prompt's {steps} steps:"
         f" {', '.join(map(str, errors['argmax_changed_per_prompt']))}"
     )
     print(
@@ -180,10 +169,8 @@ def main() -> None:
             read = d.cache_bytes(depth + 1, fmt)
             # this implementation also writes a bf16 copy of the filled part and reads it back
             moved = read + (2 * d.cache_bytes(depth + 1, "bf16") if fmt == "fp8" else 0)
-            bound = timing.derive(bw, lambda b, n=weights_read + read: b / n)
+            tok_s, bound, share = timing.bytes_bound(seconds, bw, weights_read + read, held=cuda)
             bound_here = timing.derive(bw, lambda b, n=weights_read + moved: b / n)
-            tok_s = timing.derive(seconds, lambda s: 1 / s)
-            share = timing.ratio(tok_s, bound)
             print(
                 f"  depth {depth:>7,}: {tok_s.median:8.1f} tok/s (spread {tok_s.relative:.1%});"
                 f" bytes bound {float(bound):8.1f} tok/s ({float(share):.0%})"
@@ -192,10 +179,6 @@ def main() -> None:
                 print(
                     f"    {float(bound_here):.1f} tok/s counting the bf16 copy it writes and reads"
                 )
-            check(
-                0 < tok_s.median and (not cuda or tok_s.median < 1.05 * float(bound)),
-                f"{tok_s.median:.1f} tok/s is faster than the bytes allow",
-            )
             row["depths"][str(depth)] = {
                 "tok_s": tok_s,
                 "bound_tok_s": bound,

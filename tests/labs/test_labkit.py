@@ -37,6 +37,7 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ModuleTy
         import labkit.decoder
         import labkit.device
         import labkit.facts
+        import labkit.logs
         import labkit.memory
         import labkit.reference
         import labkit.results
@@ -44,8 +45,8 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ModuleTy
         import labkit.timing
 
         yield {m.__name__.split(".")[1]: m for m in (
-            labkit.checks, labkit.decoder, labkit.device, labkit.facts, labkit.memory,
-            labkit.reference, labkit.results, labkit.shapes, labkit.timing,
+            labkit.checks, labkit.decoder, labkit.device, labkit.facts, labkit.logs,
+            labkit.memory, labkit.reference, labkit.results, labkit.shapes, labkit.timing,
         )}  # fmt: skip
     finally:
         sys.path.remove(str(folder))
@@ -66,8 +67,9 @@ def python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_paper_modules_run_without_torch(tmp_path: Path) -> None:
     code = NO_TORCH + (
-        "from labkit import checks, configs, facts, results, shapes, timing, units\n"
+        "from labkit import checks, configs, facts, logs, results, shapes, timing, units\n"
         "s = timing.derive(timing.Spread.of([0.02, 0.01, 0.04]), lambda x: 1 / x)\n"
+        "timing.bytes_bound(timing.Spread.of([0.01]), 1e3, 10, held=True)\n"
         "print(results.write_results('paper', {'tok_s': s}, folder='out'))\n"
         "print(facts.room('rtx-4090').bytes)\n"
         "import torch\n"
@@ -155,6 +157,87 @@ def test_wall_timing_runs_setup_outside_the_timed_region(kit: dict[str, ModuleTy
     )
     assert seen == [0, 1, 2, 3, 4] and spread.n == 3 and spread.max < 0.01
     assert kit["timing"].graphed(len, torch.device("cpu")) is len  # no graphs on the CPU
+
+
+def test_a_speed_is_held_to_its_bytes_bound_on_a_gpu_only(
+    kit: dict[str, ModuleType], capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = kit["timing"]
+    # 10 B a token at 1,000 B/s: at most 100 tok/s; a token in 10 to 40 ms is 25 to 100 tok/s
+    tok_s, bound, fraction = t.bytes_bound(t.Spread.of([0.01, 0.02, 0.04]), 1000.0, 10, True)
+    assert (tok_s.min, tok_s.median, tok_s.max) == (25.0, 50.0, 100.0)
+    assert bound == 100.0 and (fraction.min, fraction.median, fraction.max) == (0.25, 0.5, 1.0)
+    bw = t.Spread.of([900.0, 1000.0, 1100.0])  # a measured bandwidth: the bound is a spread too
+    _, bound, fraction = t.bytes_bound(t.Spread.of([0.02]), bw, 10, True)
+    assert (bound.min, bound.median, bound.max) == (90.0, 100.0, 110.0)
+    assert fraction.min == pytest.approx(50 / 110) and fraction.max == pytest.approx(50 / 90)
+    fast = t.Spread.of([0.009, 0.009])  # 111 tok/s: more than the bytes allow
+    t.bytes_bound(fast, 1000.0, 10, held=False)  # on a CPU no bound holds
+    with pytest.raises(SystemExit):
+        t.bytes_bound(fast, 1000.0, 10, held=True, what="gqa")
+    assert "SANITY CHECK FAILED: gqa: 111.1 tok/s is faster than the bytes allow (100.0)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_given_bandwidth_is_checked_and_the_speed_options_parse(
+    kit: dict[str, ModuleType], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    t, cpu = kit["timing"], torch.device("cpu")
+    assert t.bandwidth(cpu, 2**20, given=4e12) == 4e12
+    assert t.bandwidth(cpu, 2**20).n == 10  # measured when not given
+    with pytest.raises(SystemExit):
+        t.bandwidth(cpu, 2**20, given=1e13)
+    assert "a copy bandwidth of 10.00 TB/s is beyond any memory of today" in capsys.readouterr().err
+    parser = kit["device"].arguments("Step 9.", speed=True)
+    args = parser.parse_args(["--bandwidth", "4e12", "--no-compile"])
+    assert (args.bandwidth, args.no_compile, args.tiny) == (4e12, True, False)
+    plain = kit["device"].arguments("Step 9.").parse_args([])
+    assert not hasattr(plain, "bandwidth") and not hasattr(plain, "no_compile")
+
+
+# --- logs --------------------------------------------------------------------------------------
+
+
+def test_a_loggers_messages_are_collected_and_only_the_chosen_shown(
+    kit: dict[str, ModuleType],
+) -> None:
+    import logging
+
+    name = "labkit-test-engine"
+    logger, printed = logging.getLogger(name), []
+
+    class Printed(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            printed.append(record.getMessage())
+
+    handler = Printed()
+    logger.addHandler(handler)
+    logger.setLevel(logging.ERROR)
+    try:
+        with kit["logs"].collect(name) as lines:
+            logger.debug("too detailed")
+            logger.info("Paged cache initialized: 12 blocks")
+            logger.warning("out of blocks")
+        assert lines == ["Paged cache initialized: 12 blocks", "out of blocks"] and not printed
+
+        def warnings(record: logging.LogRecord) -> bool:
+            return record.levelno >= logging.WARNING
+
+        with kit["logs"].collect(name, show=warnings) as lines:
+            logger.info("planned")
+            logger.warning("offloaded a request")
+        assert lines == ["planned", "offloaded a request"]
+        assert printed == ["offloaded a request"]
+        assert logger.level == logging.ERROR and not logger.filters  # as it was
+        logger.error("after")  # printed as ever, no longer collected
+        assert lines == ["planned", "offloaded a request"]
+        assert printed == ["offloaded a request", "after"]
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
 
 
 # --- results -----------------------------------------------------------------------------------

@@ -81,7 +81,8 @@ def gguf(lab: Path) -> Path:
 def kit(lab: Path) -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(lab.parent / "common"))
     try:
-        yield {n: importlib.import_module(f"llamakit.{n}") for n in ("logs", "bench", "perplexity")}
+        yield {n: importlib.import_module(f"llamakit.{n}")
+               for n in ("logs", "bench", "perplexity", "gpu")}  # fmt: skip
     finally:
         sys.path.remove(str(lab.parent / "common"))
 
@@ -161,6 +162,28 @@ def test_a_quantized_cache_of_heads_of_128_is_rotated(kit: dict[str, ModuleType]
     kv = kit["logs"].kv_cache(text)
     assert kv["bytes"] == 40960 * per_token(2, 1, 128, "q4_0")
     assert kit["logs"].rotation(text) == {"k": True, "v": True}
+
+
+def test_the_peak_memory_lines_fit_a_terminal_and_the_readings_are_kept(
+    kit: dict[str, ModuleType],
+) -> None:
+    gpu = kit["gpu"]
+    for peak, verdict in ((13_250_000_000, "fits"), (143_000_000_000, "does NOT fit")):
+        got = {"peak_used": peak, "idle_used": 0, "peak_taken": peak, "fits_24gb": peak < 2**34}
+        results: dict[str, Any] = {}
+        said = gpu.record(results, got, "llama-bench, the deepest cache")
+        assert results == {"gpu_memory": got, "peak_gpu_memory": peak}
+        first, second = said.splitlines()
+        assert first.startswith(
+            "peak GPU memory in use (llama-bench, the deepest cache, nvidia-smi)"
+        )
+        assert second.startswith(f"  {verdict} an RTX 4090 (") and "as PyTorch sees it" in second
+        indented = gpu.report(got, "the server and its requests", indent="  ")
+        assert all(ln.startswith("  ") for ln in indented.splitlines())
+        assert all(len(ln) <= 100 for ln in (said + "\n" + indented).splitlines())
+    results = {}
+    assert "not measured" in gpu.record(results, gpu.worst([]), "llama-perplexity")
+    assert results["peak_gpu_memory"] is None
 
 
 def test_recorded_bench_rows(kit: dict[str, ModuleType]) -> None:

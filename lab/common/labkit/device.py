@@ -3,7 +3,8 @@
 Every GPU script takes the same options, so a learner can run any step on a CPU in seconds before
 renting a GPU, and the tests run the real code that way:
 
-    parser = device.arguments(__doc__)              # --device, --tiny (and --weights if asked)
+    parser = device.arguments(__doc__)              # --device, --tiny (and --weights if asked;
+                                                    # --bandwidth, --no-compile with speed=True)
     parser.add_argument(...)                        # the script's own options
     args = parser.parse_args()
     dev = device.pick(args)                         # stops with the fix when CUDA is missing
@@ -38,11 +39,26 @@ def add_device_args(parser: argparse.ArgumentParser, weights: bool = False) -> N
         )
 
 
-def arguments(doc: str | None, weights: bool = False) -> argparse.ArgumentParser:
+def add_speed_args(parser: argparse.ArgumentParser) -> None:
+    """The options of a script that times decode steps against their bytes bound: --bandwidth
+    (B/s, given instead of measured) and --no-compile (the small operations left unfused)."""
+    parser.add_argument(
+        "--bandwidth", type=float, help="use this copy bandwidth (B/s) instead of measuring"
+    )
+    parser.add_argument(
+        "--no-compile", action="store_true", help="leave the small operations unfused"
+    )
+
+
+def arguments(
+    doc: str | None, weights: bool = False, speed: bool = False
+) -> argparse.ArgumentParser:
     """A parser described by the first paragraph of the script's docstring, with the shared
-    options already added."""
+    options already added (with `speed`, add_speed_args' too)."""
     parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     add_device_args(parser, weights=weights)
+    if speed:
+        add_speed_args(parser)
     return parser
 
 

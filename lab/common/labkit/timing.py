@@ -13,8 +13,11 @@ Every warm-up and every recording of a process happens on ONE side stream per GP
 workspace (32 MiB on an H100 or H200) for each stream it has run on, taken from PyTorch's
 allocator and kept, so a stream per graph would leave one more workspace in every later peak.
 
-`Spread`, `derive`, `ratio` and `Stopwatch` need only the standard library; the timing functions
-import PyTorch when called.
+A decode step that reads its bytes once is held to its bytes bound, bandwidth / bytes read:
+`bytes_bound()` gives the speed, the bound and the fraction, and stops a GPU's step that beats it.
+
+`Spread`, `derive`, `ratio`, `bytes_bound` and `Stopwatch` need only the standard library; the
+timing functions (`bandwidth` too) import PyTorch when called.
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .checks import check
+
 STATS = ("median", "min", "q1", "q3", "max")
+BEYOND_BANDWIDTH = 6e12
+"""A copy bandwidth (B/s) above any GPU memory of today: a given or measured one beyond it is a
+mistake."""
+BOUND_SLACK = 1.05
+"""How far a GPU's measured speed may pass its bytes bound (the bandwidth's own spread) before
+the script stops: more means the bytes were miscounted or the timing is wrong."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,25 @@ def ratio(a: Spread | float, b: Spread | float) -> Any:
     n = min(x.n for x in (a, b) if isinstance(x, Spread))
     return Spread(sa.median / sb.median, sa.min / sb.max, sa.q1 / sb.q3, sa.q3 / sb.q1,
                   sa.max / sb.min, n)  # fmt: skip
+
+
+def bytes_bound(
+    seconds: Spread, bandwidth: Spread | float, nbytes: float, held: bool, what: str = ""
+) -> tuple[Spread, Any, Spread]:
+    """A decode speed against the speed its bytes allow: from the seconds a token takes and the
+    `nbytes` its step reads, the tokens per second, the bound (bandwidth / nbytes) and the first
+    as a fraction of the second. With `held` (on a GPU) a speed above the bound (BOUND_SLACK)
+    stops the script, named by `what`; on a CPU a tiny model sits in the processor's caches and
+    Python sets the pace, so no bytes bound holds there."""
+    tok_s: Spread = derive(seconds, lambda s: 1 / s)
+    bound = derive(bandwidth, lambda b: b / nbytes)
+    fraction: Spread = ratio(tok_s, bound)
+    check(
+        0 < tok_s.min and (not held or tok_s.median < BOUND_SLACK * float(bound)),
+        f"{what}{': ' if what else ''}{tok_s.median:.1f} tok/s is faster than the bytes allow"
+        f" ({float(bound):.1f})",
+    )
+    return tok_s, bound, fraction
 
 
 class Stopwatch:
@@ -210,6 +240,18 @@ def copy_bandwidth(device: Any, nbytes: int, repeats: int = 10, warmup: int = 2)
         torch.cuda.empty_cache()
     result: Spread = derive(seconds, lambda s: 2 * nbytes / s)
     return result
+
+
+def bandwidth(device: Any, nbytes: int, given: float | None = None) -> Spread | float:
+    """The copy bandwidth a bytes bound divides by: `given` (B/s, a script's --bandwidth) or
+    copy_bandwidth(device, nbytes) measured; stops the script when it is beyond any memory of
+    today (BEYOND_BANDWIDTH)."""
+    bw: Spread | float = given or copy_bandwidth(device, nbytes)
+    check(
+        0 < float(bw) < BEYOND_BANDWIDTH,
+        f"a copy bandwidth of {float(bw) / 1e12:.2f} TB/s is beyond any memory of today",
+    )
+    return bw
 
 
 _SIDE_STREAMS: dict[Any, Any] = {}

@@ -77,16 +77,25 @@ class GpuMemory:
         return {"peak_used": self.peak, "idle_used": base, "peak_taken": taken, "fits_24gb": fits}
 
 
-def report(got: dict[str, Any], what: str) -> str:
-    """One line about a step's peak GPU memory, for the transcript."""
+def report(got: dict[str, Any], what: str, indent: str = "") -> str:
+    """What a step's peak GPU memory was and whether it fits a 24 GB card, for the transcript:
+    two lines (one without nvidia-smi), each begun with `indent`."""
     if got["peak_used"] is None:
-        return "peak GPU memory: not measured (no nvidia-smi on this machine)"
+        return f"{indent}peak GPU memory: not measured (no nvidia-smi on this machine)"
     card = facts.card(CARD)
     verdict = "fits" if got["fits_24gb"] else "does NOT fit"
     return (
-        f"peak GPU memory in use ({what}, nvidia-smi): {human(got['peak_used'])};"
-        f" {verdict} an {card.label} ({human(card.torch_total or 0)} as PyTorch sees it)"
+        f"{indent}peak GPU memory in use ({what}, nvidia-smi): {human(got['peak_used'])};"
+        f"\n{indent}  {verdict} an {card.label} ({human(card.torch_total or 0)} as PyTorch sees it)"
     )
+
+
+def record(results: dict[str, Any], got: dict[str, Any], what: str) -> str:
+    """Keep a step's readings in its results (`gpu_memory`, and `peak_gpu_memory`: the peak in
+    bytes, None without nvidia-smi) and return report(got, what) for the transcript."""
+    results["gpu_memory"] = got
+    results["peak_gpu_memory"] = got["peak_used"]
+    return report(got, what)
 
 
 def worst(results: list[dict[str, Any]]) -> dict[str, Any]:
