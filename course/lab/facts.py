@@ -338,7 +338,9 @@ def load_facts(root: Path) -> Facts:
     or wrong."""
     path = root / FACTS_FILE
     if not path.is_file():
-        raise FactsError(str(FACTS_FILE), [f"no such file (the course's facts live in {FACTS_FILE})"])
+        raise FactsError(
+            str(FACTS_FILE), [f"no such file (the course's facts live in {FACTS_FILE})"]
+        )
     mtime = path.stat().st_mtime
     cached = _CACHE.get(path)
     if cached is None or cached[0] != mtime:

@@ -6,7 +6,8 @@ Nothing here is a hand-kept list: a field added to `schema.py` is known to the e
 
     mapping_at(("steps", 0, "run", "ready"))  -> Mapping(Ready, "ready", ...)
     keys(Ready)                               -> ["url", "log"]
-    unknown_key(("steps", 0, "ready", "deadline"))  -> "unknown key 'deadline' (...); ready takes: ..."
+    unknown_key(("steps", 0, "ready", "deadline"))
+        -> "unknown key 'deadline' (...); ready takes: ..."
     line_of(yaml.compose(text), ("steps", 0, "ready"))  -> 11
 
 The same walk serves other YAML read into models (a page's front matter: `pages/lessons.py`).

@@ -17,8 +17,8 @@ from pydantic import (
 from ..errors import LabError
 from ..record import yamlfast
 from .files import expand_inputs, lab_files, link_loops
-from .keys import belongs, keys, line_of, mapping_at, unknown_key
-from .schema import NAME_LENGTH, Lab, suggest
+from .keys import line_of, unknown_key
+from .schema import NAME_LENGTH, Lab
 
 
 class LoadedLab(BaseModel):
@@ -158,7 +158,9 @@ def _check_includes(include: list[str], folder: Path, node: yaml.Node | None) ->
         elif not target.is_file():
             problems.append(f"{line}include: '{rel}' is not a file ({target} does not exist)")
         elif name in own:
-            problems.append(f"{line}include: '{rel}' would replace the lab's own {name}; rename one")
+            problems.append(
+                f"{line}include: '{rel}' would replace the lab's own {name}; rename one"
+            )
     return problems
 
 

@@ -9,7 +9,7 @@ The engine is vLLM, and its rule is the one the course's facts file writes down
     tokens             = room / KV bytes per token, in whole blocks of 16 tokens
     conversations      = tokens / the longest conversation the engine accepts
 
-The share is vLLM's default from the facts file (0.92 since vLLM 0.21.0; 0.90 before). The
+The share is vLLM's default from the facts file (engines.vllm.gpu_memory_utilization). The
 profile run is one forward pass over a batch of --profile-tokens tokens (vLLM's
 max_num_batched_tokens; 8,192 here): its peak beyond the weights and the keys and values it
 writes is measured, and so is the memory outside PyTorch's allocator. This step records no CUDA

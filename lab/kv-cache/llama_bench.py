@@ -129,7 +129,7 @@ def main() -> None:
     bench = tools.tool("llama-bench", folder)
     # the llama.cpp build (its number and commit), as llama-server (else llama-bench) prints it
     built = tools.describe_build(folder, "llama-server", "llama-bench")
-    print(f"llama-bench: {bench}\n{built['from']} --version: {built['version']}")
+    print(f"llama-bench: {tools.shown(bench)}\n{built['from']} --version: {built['version']}")
     bw, source = bandwidth(args.bandwidth, Path("results") / "decode.json")
     print(
         f"copy bandwidth: {float(bw) / 1e9:,.0f} GB/s ({source})"

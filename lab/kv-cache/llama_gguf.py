@@ -376,7 +376,7 @@ def main() -> None:
     )
     llama = tools.llama_dir(args.llama)
     quantize = tools.tool("llama-quantize", llama)
-    print(f"llama.cpp: {quantize}")
+    print(f"llama.cpp: {tools.shown(quantize)}")
     t0 = time.perf_counter()
     results: dict[str, Any] = {"device": args.device, "tiny": args.tiny, "quants": args.quants}
     peak_alloc = peak_res = 0

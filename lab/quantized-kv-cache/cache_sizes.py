@@ -62,7 +62,7 @@ def main() -> None:
     built = tools.build_of(tools.version(binary))
     shapes = gguf.summary(args.gguf)
     ctx = args.ctx or shapes["context_length"]
-    print(f"llama-server: {binary}\n  {built['version']}")
+    print(f"llama-server: {tools.shown(binary)}\n  {built['version']}")
     print(f"{Path(args.gguf).name}: {shapes['layers']} layers, {shapes['kv_heads']} key-value"
           f" heads of {shapes['head_dim_k']} numbers; a cache of {ctx:,} cells")  # fmt: skip
     results: dict[str, Any] = {"device": args.device, "tiny": args.tiny, "cells": ctx,

@@ -60,7 +60,7 @@ def main() -> None:
     binary = tools.tool("llama-bench", tools.llama_dir(args.llama))
     shapes = gguf.summary(args.gguf)
     weights = shapes["read_bytes_per_token"]
-    print(f"llama-bench: {binary}")
+    print(f"llama-bench: {tools.shown(binary)}")
     print(f"{Path(args.gguf).name}: a decode step reads {human(weights)} of weights")
     results: dict[str, Any] = {"device": args.device, "tiny": args.tiny, "n_gen": n_gen,
                                "weight_bytes": weights, "types": {}}  # fmt: skip

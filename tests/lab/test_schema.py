@@ -63,7 +63,8 @@ steps:
     assert len(found) == 5, found
     assert (
         "line 6: step 'one': timout: unknown key 'timout' (did you mean 'timeout'?); a run step "
-        "takes: id, title, needs, env, inputs, files, capture, uses, cpu, sizes_to_card, scales, run, timeout"
+        "takes: id, title, needs, env, inputs, files, capture, uses, cpu, real_weights, "
+        "sizes_to_card, scales, run, timeout"
     ) in found
     assert any("step 'two': capture.n" in p and "needs a group" in p for p in found)
     assert any("step 'two': capture.m.unit" in p and "'parsecs' is not one of" in p for p in found)
@@ -184,7 +185,8 @@ steps:
         "line 11: step 'serve-2': ready.deadline: unknown key 'deadline' ('deadline' is a key of a "
         "start step, one level up); ready takes: url, log",
         "line 12: step 'serve-2': timeout: unknown key 'timeout' ('timeout' is a key of a run "
-        "step); a start step takes: id, title, needs, env, inputs, files, capture, uses, cpu, sizes_to_card, scales, start, "
+        "step); a start step takes: id, title, needs, env, inputs, files, capture, uses, cpu, "
+        "real_weights, sizes_to_card, scales, start, "
         "ready, deadline",
         "line 16: step 'one': capture.n.units: unknown key 'units' (did you mean 'unit'?); "
         "capture 'n' takes: regex, json, key, type, unit, scales",

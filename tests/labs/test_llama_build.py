@@ -133,3 +133,22 @@ def test_a_source_without_llama_cpp_is_refused_by_name(tmp_path: Path, kind: str
         status = 2
     done = build(source, tmp_path / "out")
     assert done.returncode == status and message in done.stderr, done.stderr
+
+
+def test_a_programs_path_is_printed_as_the_reader_can_use_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not the machine's own folders: the build folder as $LLAMA_CPP_DIR, the home folder as ~."""
+    sys.path.insert(0, str(KIT))
+    try:
+        shown = importlib.import_module("llamakit.tools").shown
+    finally:
+        sys.path.remove(str(KIT))
+    build = tmp_path / "builds" / "llama.cpp-0.3.36-h200"
+    monkeypatch.setenv("LLAMA_CPP_DIR", str(build) + "/")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert shown(build / "bin" / "llama-bench") == "$LLAMA_CPP_DIR/bin/llama-bench"
+    assert shown(str(build) + "-other/bin/llama-bench") == str(build) + "-other/bin/llama-bench"
+    assert shown(tmp_path / "home" / "llama" / "bin" / "llama-server") == "~/llama/bin/llama-server"
+    monkeypatch.delenv("LLAMA_CPP_DIR")
+    assert shown("/usr/bin/llama-server") == "/usr/bin/llama-server"

@@ -1,6 +1,6 @@
 """The course's facts (facts.toml, beside this file) and the engines' memory rules as functions.
 
-    facts.fact("cards.rtx-4090.torch_total")        Fact(value=23.52, unit='GiB', source=...)
+    facts.fact("cards.rtx-4090.torch_total")        Fact(value=..., unit='GiB', source=...)
     facts.card("h200").torch_total                  150,109,880,320 (bytes, as PyTorch sees it)
     facts.model("qwen3-8b")["num_key_value_heads"]  8
     facts.vllm("rtx-4090", weights=..., activation_peak=..., non_torch=...)     a Budget

@@ -85,7 +85,7 @@ TO_BASE = {
 
 
 def to_base(value: float, unit: str) -> float:
-    """A number in bytes, seconds, bytes or FLOP per second: 23.52 GiB -> 25,254,... B."""
+    """A number in bytes, seconds, bytes or FLOP per second: 1.5 GiB -> 1,610,612,736 B."""
     if unit not in TO_BASE:
         raise ValueError(f"unknown unit {unit!r} (known: {', '.join(TO_BASE)})")
     return value * TO_BASE[unit]

@@ -21,6 +21,19 @@ def llama_dir(given: str | None) -> Path | None:
     return Path(name).resolve() if name else None
 
 
+def shown(path: str | Path) -> str:
+    """A program's path as a reader of the output can use it: under the build folder named by
+    LLAMA_CPP_DIR as `$LLAMA_CPP_DIR/...`, under the home folder as `~/...`."""
+    text = str(path)
+    for prefix, name in (
+        (os.environ.get("LLAMA_CPP_DIR"), "$LLAMA_CPP_DIR"),
+        (str(Path.home()), "~"),
+    ):
+        if prefix and (text == prefix or text.startswith(prefix.rstrip("/") + "/")):
+            return name + text[len(prefix.rstrip("/")) :]
+    return text
+
+
 def tool(name: str, folder: Path | None) -> str:
     """The path of a llama.cpp program (llama-server, llama-bench, llama-quantize, ...)."""
     if folder is not None:
