@@ -296,3 +296,40 @@ def run_compare_py(top: Path, home: Path) -> subprocess.CompletedProcess[str]:
         env={"PATH": "/usr/bin:/bin", "HOME": str(home)},  # no nvidia-smi: no GPU here
         timeout=60,
     )
+
+
+ENGINE_524 = Path(__file__).resolve().parents[1] / ".cache" / "test-engines" / "transformers-5.24.0"
+"""transformers 5.24.0 beside the project's Python (which keeps 5.17.0 for the labs' tests of
+that release): the release the lessons' records are made with."""
+
+
+def python_524() -> Path | None:
+    """A `python` that imports transformers 5.24.0 and huggingface_hub 2.4.0 before the project's
+    own packages: installed from the package index into `.cache/test-engines/` the first time (a
+    lock keeps parallel workers to one install); None when the index cannot be reached."""
+    import fcntl
+
+    wrapper = ENGINE_524 / "bin" / "python"
+    if wrapper.exists():
+        return wrapper
+    ENGINE_524.parent.mkdir(parents=True, exist_ok=True)
+    with open(ENGINE_524.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if wrapper.exists():
+            return wrapper
+        packages = ENGINE_524 / "site"
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(packages),
+             "transformers==5.24.0", "huggingface_hub==2.4.0"],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        if done.returncode != 0:
+            shutil.rmtree(packages, ignore_errors=True)
+            return None
+        wrapper.parent.mkdir(parents=True, exist_ok=True)
+        wrapper.write_text(
+            f'#!/bin/sh\nPYTHONPATH="{packages}${{PYTHONPATH:+:$PYTHONPATH}}" '
+            f'exec "{sys.executable}" "$@"\n'
+        )
+        wrapper.chmod(0o755)
+    return wrapper

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support import python_524
 
 from course.lab.load import load_lab
 from course.run.capture import capture_values
@@ -30,7 +31,7 @@ MIB, GIB = 2**20, 2**30
 PRETEND_TOTAL, PRETEND_CONTEXT = 256 * MIB, 16 * MIB  # the lab's pretend GPU, as its README states
 FACTS = tomllib.loads((KIT / "facts.toml").read_text())
 # A Python with transformers 5.24.0 (the course's next release): its planner plans in sectors.
-PYTHON_524 = Path(os.environ.get("COURSE_PYTHON_524", "/tmp/v524/bin/python"))
+PYTHON_524 = Path(os.environ.get("COURSE_PYTHON_524") or python_524() or "/nonexistent/python")
 
 
 # transformers 5.24's planner, handed memory figures, against planner.py's transcription of it
