@@ -318,19 +318,17 @@ def python_524() -> Path | None:
         if wrapper.exists():
             return wrapper
         packages = ENGINE_524 / "site"
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(packages),
-             "transformers==5.24.0", "huggingface_hub==2.4.0"],
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        missing = _lacking(packages, ("transformers", "huggingface_hub"))
-        if done.returncode == 0 and missing:  # what they need that the project's Python lacks
-            done = subprocess.run(
-                [sys.executable, "-m", "pip", "install", "-q", "--target", str(packages),
-                 *missing],
-                capture_output=True, text=True, timeout=600,
-            )  # fmt: skip
-        if done.returncode != 0:
+
+        def pip(*args: str) -> bool:
+            command = [sys.executable, "-m", "pip", "install", "-q", "--target", str(packages)]
+            done = subprocess.run([*command, *args], capture_output=True, timeout=600)
+            return done.returncode == 0
+
+        ok = pip("--no-deps", "transformers==5.24.0", "huggingface_hub==2.4.0")
+        missing = _lacking(packages, ("transformers", "huggingface_hub")) if ok else []
+        if missing:  # what they need that the project's Python lacks
+            ok = pip(*missing)
+        if not ok:
             shutil.rmtree(packages, ignore_errors=True)
             return None
         wrapper.parent.mkdir(parents=True, exist_ok=True)

@@ -17,8 +17,8 @@ The rules (RECORD.md, "Two runs of a value"):
   such as how many of 256 steps changed their top token, or which row came out best; a
   prediction made from the run's own measurements) varies from run to run: listed apart, never a
   change nor a move;
-- a number declared `scales: exact` that differs only in its last digits (a relative 1e-12: the
-  same sum added in another order) is unchanged.
+- a number that differs only in its last digits (a relative 1e-12: the same sum added in another
+  order) is unchanged, declared `scales: exact` or not.
 """
 
 from __future__ import annotations
