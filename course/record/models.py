@@ -134,6 +134,9 @@ class Gpu(_Model):
     pcie: str | None = None
     """The link as `gen 5 x16` (and `of gen 5 x16` when it runs below its maximum)."""
     bus_id: str | None = None
+    uuid: str | None = None
+    """The GPU's own identity (`GPU-...`): two runs with another one ran on another card, even
+    where the machine's name and the bus id are the same (a virtual machine's)."""
     numa_node: int | None = None
     """The host NUMA node the GPU hangs off (None: unknown, or a host with one node)."""
 

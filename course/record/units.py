@@ -25,6 +25,8 @@ Unit = Literal[
     "req", "req/s",
     # floating-point operations, and per second
     "FLOP", "GFLOP", "TFLOP", "FLOP/s", "GFLOP/s", "TFLOP/s",
+    # a GPU's clocks and power draw, as nvidia-smi reports them
+    "MHz", "W",
     "%", "none",
 ]  # fmt: skip
 
@@ -63,6 +65,8 @@ SCALE: dict[str, tuple[str, float]] = {
     "FLOP/s": ("compute", 1.0),
     "GFLOP/s": ("compute", 1e9),
     "TFLOP/s": ("compute", 1e12),
+    "MHz": ("frequency", 1e6),
+    "W": ("power", 1.0),
     "%": ("percent", 1.0),
     "none": ("none", 1.0),
 }

@@ -119,6 +119,7 @@ def speed_facts(cells: dict[str, str], sysfs: Path = SYSFS) -> dict[str, Any]:
     facts["pcie"] = f"{link} of gen {gen_max:g} x{width_max:g}" if link and below else link
     bus = cells.get("pci.bus_id", "")
     facts["bus_id"] = bus or None
+    facts["uuid"] = cells.get("uuid") or None
     facts["numa_node"] = numa_node(bus, sysfs) if bus else None
     return facts
 

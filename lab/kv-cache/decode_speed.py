@@ -30,8 +30,8 @@ import weakref
 from typing import Any
 
 import torch
+from labkit import gpuwatch, timing
 from labkit import memory as gpu_memory
-from labkit import timing
 from labkit.checks import check
 from labkit.configs import kv_bytes_per_token, weight_bytes
 from labkit.decoder import Decoder
@@ -106,6 +106,76 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm()).item()
 
 
+def kernel_profile(run: Any, device: torch.device, calls: int = 20) -> dict[str, Any]:
+    """Where the GPU's time in one decode step goes: the kernels of `calls` replays of the step,
+    by the profiler (CUPTI), as microseconds per step for each kernel name, slowest first. Two
+    runs that chose other kernels (the compiler's autotuning times its candidates at compile time)
+    show it here; the same kernels each slower point at the GPU (its clocks)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                run()
+            torch.cuda.synchronize(device)
+        rows = [
+            {"name": e.key, "us": e.self_device_time_total / calls, "calls": e.count / calls}
+            for e in prof.key_averages()
+            if e.self_device_time_total > 0
+        ]
+    except (RuntimeError, AssertionError, AttributeError) as error:  # costs this table only
+        return {"error": f"{type(error).__name__}: {error}"[:300], "kernels": [], "total_us": 0.0}
+    rows.sort(key=lambda r: -r["us"])
+    return {"kernels": rows, "total_us": sum(r["us"] for r in rows)}
+
+
+def print_kernels(profile: dict[str, Any], seconds: float, top: int = 6) -> None:
+    """The step's slowest kernels, and how much of the measured step the kernels fill."""
+    if not profile["kernels"]:
+        print(f"  kernels of one step: not profiled ({profile.get('error', 'no kernel seen')})")
+        return
+    busy = profile["total_us"] / (seconds * 1e6)
+    print(
+        f"  kernels of one step at depth 0: {profile['total_us']:.1f} µs busy of"
+        f" {seconds * 1e6:.1f} µs measured ({busy:.1%}); slowest, µs per step:"
+    )
+    for row in profile["kernels"][:top]:
+        name = row["name"] if len(row["name"]) <= 76 else row["name"][:73] + "..."
+        print(f"    {row['us']:>8.1f}  x{row['calls']:<4g} {name}")
+
+
+def sweep_depth(
+    dec: Decoder, depth: int, row: dict[str, Any], per_token: int, bw: Any, device: torch.device
+) -> None:
+    """Time one decode step at `depth` cached tokens and add its row to `row["depths"]`."""
+    cuda, read = device.type == "cuda", row["weight_bytes"]
+    run = dec.graph(depth)
+    # on the GPU: CUDA events around STEPS replays of the step's graph, REPEATS times
+    seconds = timing.time_gpu(
+        run,
+        device,
+        repeats=REPEATS if cuda else 3,
+        warmup=2 if cuda else 1,
+        calls=STEPS if cuda else 1,
+    )
+    bytes_read = read + depth * per_token
+    # (On the CPU a tiny model's speed is set by Python, not bytes, and both timings swing
+    # with whatever else runs: only the GPU's is held to the bound.)
+    tok_s, bound, fraction = timing.bytes_bound(seconds, bw, bytes_read, held=cuda)
+    print(
+        f"  {depth:>8,}  {tok_s.median:>8.1f} tok/s  [{tok_s.min:>6.1f} to {tok_s.max:>6.1f}]"
+        f"  {float(bound):>6.1f} tok/s  {fraction.median:>7.1%}  {seconds.median * 1e3:>8.3f}"
+    )
+    row["depths"][str(depth)] = {
+        "tok_s": tok_s,
+        "bound_tok_s": bound,
+        "bytes_per_token": bytes_read,
+        "fraction": fraction,
+        "percent": timing.derive(fraction, lambda f: 100 * f),
+        "seconds_per_token": seconds,
+    }
+
+
 def measure(
     folder: str, name: str, args: argparse.Namespace, device: torch.device, setup: dict[str, Any]
 ) -> tuple[dict[str, Any], int, str, list[Any]]:
@@ -163,32 +233,15 @@ def measure(
         "depths": {},
         "splits": dec.splits,
     }
-    for depth in depths:
-        run = dec.graph(depth)
-        # on the GPU: CUDA events around STEPS replays of the step's graph, REPEATS times
-        seconds = timing.time_gpu(
-            run,
-            device,
-            repeats=REPEATS if cuda else 3,
-            warmup=2 if cuda else 1,
-            calls=STEPS if cuda else 1,
-        )
-        bytes_read = read + depth * per_token
-        # (On the CPU a tiny model's speed is set by Python, not bytes, and both timings swing
-        # with whatever else runs: only the GPU's is held to the bound.)
-        tok_s, bound, fraction = timing.bytes_bound(seconds, bw, bytes_read, held=cuda)
-        print(
-            f"  {depth:>8,}  {tok_s.median:>8.1f} tok/s  [{tok_s.min:>6.1f} to {tok_s.max:>6.1f}]"
-            f"  {float(bound):>6.1f} tok/s  {fraction.median:>7.1%}  {seconds.median * 1e3:>8.3f}"
-        )
-        row["depths"][str(depth)] = {
-            "tok_s": tok_s,
-            "bound_tok_s": bound,
-            "bytes_per_token": bytes_read,
-            "fraction": fraction,
-            "percent": timing.derive(fraction, lambda f: 100 * f),
-            "seconds_per_token": seconds,
-        }
+    watch = gpuwatch.Watch(device)
+    with watch:
+        for depth in depths:
+            sweep_depth(dec, depth, row, per_token, bw, device)
+    row["gpu_under_load"] = watch.summary()
+    if cuda:
+        print(textwrap.indent(gpuwatch.describe(row["gpu_under_load"]), "  "))
+        row["kernels_d0"] = kernel_profile(dec.graph(0), device)
+        print_kernels(row["kernels_d0"], row["depths"]["0"]["seconds_per_token"].median)
     d0, dn = row["depths"][str(depths[0])], row["depths"][str(depths[3])]
     row["slowdown"] = timing.ratio(d0["tok_s"], dn["tok_s"])
     # the bandwidth cancels: the ratio of the bytes read per token, exact

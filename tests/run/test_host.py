@@ -82,6 +82,7 @@ def test_speed_facts_of_the_h200_host() -> None:
         "persistence": True,
         "pcie": "gen 5 x16",
         "bus_id": None,
+        "uuid": None,
         "numa_node": None,
     }
     # the same fields in `nounits` form, as a run asks for them, a driver missing some
@@ -133,6 +134,7 @@ def test_gpu_facts_carry_the_speed_facts_of_the_gpu_the_steps_see(
         "gen 1 x16 of gen 5 x16",
     )
     assert (second["bus_id"], second["numa_node"]) == ("00000000:3B:00.0", 1)
+    assert (first["uuid"], second["uuid"]) == ("GPU-aaaa", "GPU-bbbb")  # which card, by itself
     assert Gpu.model_validate(second).power_limit_w == 500.0  # what run.json's model accepts
 
 

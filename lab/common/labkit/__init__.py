@@ -19,6 +19,7 @@ facts      the course's facts (facts.toml): cards, prices, models, engines' memo
 timing     Spread (median, min, quartiles, max, n) and derive(); timing with warm-up, CUDA
            events and CUDA graphs, one side stream per GPU
 device     --device and --tiny, the device, the line naming it, synchronising
+gpuwatch   the GPU's clocks, power and temperatures sampled while a measurement runs
 memory     peak GPU memory of a step and of its parts; freeing a part and checking it is gone
 logs       a library's log messages (an engine's planner, its blocks) collected for the script
 kernels    the decoder's small pieces: RMSNorm, rotary tables, split-K products, fp8 vectors
@@ -26,8 +27,8 @@ decoder    the compact decoder: one sequence, CUDA graphs, five attention design
 reference  the textbook model the decoder is checked against
 
 Nothing here imports PyTorch at the top of a module that a paper step needs: `checks`,
-`results`, `units`, `configs`, `shapes`, `facts`, `logs` and `timing.Spread` run on the standard
-library.
+`results`, `units`, `configs`, `shapes`, `facts`, `logs`, `gpuwatch` and `timing.Spread` run
+on the standard library.
 """
 
 from __future__ import annotations
