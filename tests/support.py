@@ -96,9 +96,10 @@ def write_timed_run(
     values: dict[str, Value],
     script_sha: str = "a" * 64,
     host: HostFacts | None = None,
+    before: list[StepRecord] | None = None,
 ) -> Path:
     """A finished good run of `timed-sum` with these values, written as `course run` writes one
-    (RunWriter); its folder."""
+    (RunWriter), after the steps `before` (a build step); its folder."""
     parts = HashParts(
         definition="d" * 64, inputs={"sum_times.py": script_sha}, engine={}, gpu="none"
     )
@@ -107,7 +108,8 @@ def write_timed_run(
     record = Record(
         lesson="timed-sum", title="Summing numbers", run_id=run_id, status="running",
         started=f"{run_id[:10]}T09:00:00Z", lab_file="lab/timed-sum/lab.yml",
-        host=host or HostFacts(cpu="Intel Xeon (16 cores)"), engine={}, steps=[step],
+        host=host or HostFacts(cpu="Intel Xeon (16 cores)"), engine={},
+        steps=[*(before or []), step],
     )  # fmt: skip
     return RunWriter(Store(root / "build"), record).finish("ok").folder
 

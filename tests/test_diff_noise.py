@@ -7,13 +7,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support import COURSE, make_timed_project, timed, write_timed_run
+from support import COURSE, REPO, make_timed_project, timed, write_timed_run
 
+from course.diff import compare, pick_runs, render_markdown, summary, to_json
+from course.pages.evaluate import rules_of
 from course.record.models import Gpu, HostFacts, Value
 from course.record.noise import Verdict, classify
+from course.record.store import Store
 
 OLD, NEW = "2026-12-01T090000Z-cpu", "2026-12-02T090000Z-cpu"
 
@@ -202,3 +206,99 @@ def test_classify_converts_units_and_keeps_the_quartiles() -> None:
     new = Value(value=0.0021, type="float", unit="s", spread=old.spread.model_copy(  # type: ignore[union-attr]
         update={"min": 0.002, "q1": 0.00206, "q3": 0.0022, "max": 0.0025}))  # fmt: skip
     assert classify(old, new) == Verdict("moved", ((1.95, 2.05), (2.06, 2.2)))
+
+
+BUILT_BEFORE, BUILT_NOW = "2026-11-30T070635Z-h200", "2026-12-02T164054Z-h200"
+"""Two committed kv-cache runs whose llama.cpp build differs in all four of its values: release,
+commit, duration and date."""
+
+
+@pytest.fixture(scope="module")
+def per_value(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two runs of the timed fixture lesson, its lab building llama.cpp and declaring noise by
+    pattern, each run with a real build step of kv-cache's records: three timings moved with
+    their quartiles apart, by +30 %, +30 % and +8 %."""
+    root = make_timed_project(tmp_path_factory.mktemp("per-value") / "project")
+    lab = root / "lab" / "timed-sum" / "lab.yml"
+    top = (
+        "builds:\n"
+        "  llama.cpp: {package: llama-cpp-python, version: '0.3.36', command: bash build.sh}\n"
+        "noise:\n"
+        "  between_hosts: 5\n"
+        "  values: {'time.medium_*': 35, 'time.m*': 1, 'time.small_*': 10}\n"
+        "steps:\n"
+    )
+    medium = "      medium_ms: {json: results.json, key: medium.ms, unit: ms}\n"
+    text = lab.read_text().replace("steps:\n", top, 1)
+    lab.write_text(text.replace("    files: [results.json]", medium + "    files: [results.json]"))
+    store = Store(REPO / "build")
+    builds = [store.get("kv-cache", r).record.step("build-llama-cpp") for r in (BUILT_BEFORE,
+              BUILT_NOW)]  # fmt: skip
+    write_timed_run(root, OLD, {
+        "small_ms": timed(0.2, 0.19, 0.195, 0.205, 0.21),
+        "large_ms": timed(2.0, 1.9, 1.95, 2.05, 2.4),
+        "medium_ms": timed(1.0, 0.98, 0.99, 1.01, 1.02),
+    }, before=[builds[0]])  # fmt: skip
+    write_timed_run(root, NEW, {
+        "small_ms": timed(0.216, 0.21, 0.213, 0.219, 0.22),  # apart, +8 %: time.small_* 10 %
+        "large_ms": timed(2.6, 2.5, 2.55, 2.7, 3.0),  # apart, +30 %: no pattern, 5 %: moved
+        "medium_ms": timed(1.3, 1.28, 1.29, 1.31, 1.32),  # apart, +30 %: time.medium_* 35 %
+    }, before=[builds[1]])  # fmt: skip
+    return root
+
+
+def test_a_builds_date_and_duration_are_not_judged_its_release_and_commit_are(
+    per_value: Path,
+) -> None:
+    old, new = pick_runs(Store(per_value / "build"), "timed-sum", OLD, NEW)
+    report = compare(old, new, rules=rules_of(per_value, "timed-sum"))
+    kinds = {c.name: c.verdict.kind for c in report.values if c.name.startswith("build-")}
+    assert kinds == {
+        "build-llama-cpp.build_seconds": "chance",  # 121 s -> 294 s: the host's, not a result
+        "build-llama-cpp.made": "chance",
+        "build-llama-cpp.commit": "changed",  # another commit is a change
+        "build-llama-cpp.version": "changed",
+    }
+    markdown = render_markdown(report)
+    assert (
+        "| `build-llama-cpp.made` | 2026-11-30T07:08:36Z | 2026-12-02T16:38:49Z |  | a build's "
+        "date and time: the host's |"
+    ) in markdown
+    assert "| +142.1 % | a build's duration: the host's |" in markdown
+    assert "2 not judged (scales: free; 2 a build's date or duration)" in summary(report)
+    # without the lab, nothing says what the build's values are: the duration moved
+    bare = {c.name: c.verdict.kind for c in compare(old, new).values}
+    assert bare["build-llama-cpp.build_seconds"] == "moved"
+    assert bare["build-llama-cpp.made"] == "changed"
+
+
+def test_noise_by_pattern_the_first_that_matches_decides(per_value: Path) -> None:
+    old, new = pick_runs(Store(per_value / "build"), "timed-sum", OLD, NEW)
+    rules = rules_of(per_value, "timed-sum")
+    assert rules.values == (("time.medium_*", 0.35), ("time.m*", 0.01), ("time.small_*", 0.1))
+    report = compare(old, new, rules=rules)
+    found = {c.name: (c.verdict.kind, c.verdict.between_hosts) for c in report.values}
+    assert found["time.medium_ms"] == ("noise", True)  # 35 %, not the later 'time.m*' 1 %
+    assert found["time.large_ms"] == ("moved", False)  # +30 %: no pattern; between_hosts 5 %
+    assert found["time.small_ms"] == ("noise", True)  # +8 %: beyond 5 %, within its 10 %
+    markdown = render_markdown(report)
+    assert (
+        "| `time.medium_ms` | 1 ms | 1.300 ms | +30.0 % | quartiles 0.9900–1.010 → 1.290–1.310 ms"
+        " apart, within the lab's ±35 % between hosts for time.medium_* |"
+    ) in markdown
+    assert "within the lab's ±10 % between hosts for time.small_* |" in markdown
+    assert summary(report).endswith(
+        "of those within noise, 2 moved beyond their quartiles by no more than the lab's noise "
+        "between hosts (2 as its noise.values declares)"
+    )
+    data = json.loads(to_json(report))
+    assert data["noise_values"] == {"time.medium_*": 0.35, "time.m*": 0.01, "time.small_*": 0.1}
+    patterns = {v["name"]: v["noise_pattern"] for v in data["values"]}
+    assert patterns["time.medium_ms"] == "time.medium_*"
+    assert patterns["time.large_ms"] is None
+    # the same rules in the other order: 'time.m*' comes first and its 1 % decides
+    turned = replace(rules, values=(("time.m*", 0.01), ("time.medium_*", 0.35)))
+    assert turned.host_noise("time.medium_ms") == (0.01, "time.m*")
+    again = {c.name: c.verdict.kind for c in compare(old, new, rules=turned).values}
+    assert again["time.medium_ms"] == "moved"
+    assert again["time.small_ms"] == "moved"  # no pattern now: between_hosts' 5 %

@@ -107,8 +107,14 @@ class Report:
     """(step, what of its lab inputs changed): its definition, its input files."""
     tolerance: float = DEFAULT_TOLERANCE
     """How far a timed value without a recorded spread may move within noise."""
-    between_hosts: float = 0.0
-    """The lab's declared noise between hosts (a fraction; lab.yml `noise.between_hosts`)."""
+    rules: Rules = field(default_factory=Rules)
+    """What the lab declares about its values (`pages.evaluate.rules_of`): the noise between
+    hosts, for all values and by pattern; the values that vary from run to run."""
+
+    @property
+    def between_hosts(self) -> float:
+        """The lab's declared noise between hosts (a fraction; lab.yml `noise.between_hosts`)."""
+        return self.rules.between_hosts
 
     @property
     def notes_line(self) -> str | None:
@@ -131,6 +137,20 @@ class Report:
     def within_hosts(self) -> int:
         """How many values had their quartiles apart but moved within the noise between hosts."""
         return sum(1 for c in self.values if c.verdict.between_hosts)
+
+    @property
+    def within_hosts_by_pattern(self) -> int:
+        """How many of `within_hosts` a `noise.values` pattern allowed (not `between_hosts`)."""
+        return sum(
+            1 for c in self.values if c.verdict.between_hosts and self.rules.host_noise(c.name)[1]
+        )
+
+    @property
+    def facts(self) -> int:
+        """How many values not judged are facts of the host (a build's date and duration)."""
+        return sum(
+            1 for c in self.values if c.verdict.kind == "chance" and c.name in self.rules.facts
+        )
 
     @property
     def all_hold(self) -> bool:
@@ -199,14 +219,15 @@ def compare(
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> Report:
     """Compare two runs of one lesson; `rules` are what lab.yml declares about its values
-    (`scales: exact`, `scales: free`, its noise between hosts), `tolerance` is for timed values
-    without a spread (`record/noise.py`)."""
+    (`scales: exact`, `scales: free`, its noise between hosts, for all and by pattern) and its
+    builds' dates and durations, `tolerance` is for timed values without a spread
+    (`record/noise.py`)."""
     a, b = _values(old), _values(new)
     rules = rules or Rules()
 
     def verdict(n: str) -> Verdict:
-        exact, free = n in rules.exact, n in rules.free
-        return classify(a.get(n), b.get(n), exact, tolerance, free, rules.between_hosts)
+        exact, varies, hosts = n in rules.exact, rules.varies(n), rules.host_noise(n)[0]
+        return classify(a.get(n), b.get(n), exact, tolerance, varies, hosts)
 
     values = sorted(
         (ValueChange(n, a.get(n), b.get(n), verdict(n)) for n in sorted(set(a) | set(b))),
@@ -222,7 +243,7 @@ def compare(
         notes=(old.record.note, new.record.note),
         inputs=_inputs(old, new),
         tolerance=tolerance,
-        between_hosts=rules.between_hosts,
+        rules=rules,
     )
     if pages is not None:
         before, now = pages(old), pages(new)

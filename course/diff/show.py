@@ -43,10 +43,12 @@ def shown_pair(change: ValueChange) -> tuple[str, str]:
 
 def why(change: ValueChange, report: Report, short: bool = False) -> str:
     """What decided a value's class: its quartiles in both runs, the tolerance, the lab's noise
-    between hosts or its `scales: free` (`short`: for a narrow column)."""
+    between hosts (and the `noise.values` pattern that set it), its `scales: free` or a build's
+    date and duration (`short`: for a narrow column)."""
     verdict, first = change.verdict, change.old or change.new
     if verdict.kind == "chance":
-        return "" if short else "varies from run to run (lab.yml: scales: free)"
+        fact = report.rules.facts.get(change.name)
+        return "" if short else fact or "varies from run to run (lab.yml: scales: free)"
     if verdict.no_spread:
         side = "beyond" if verdict.kind == "moved" else "within"
         tolerance = report.tolerance * 100
@@ -56,13 +58,17 @@ def why(change: ValueChange, report: Report, short: bool = False) -> str:
     unit = readable_unit([x for q in verdict.quartiles for x in q], first.unit)
     (a, b), (c, d) = ((convert(x, first.unit, unit) for x in q) for q in verdict.quartiles)
     before, after = f"{significant(a)}–{significant(b)}", f"{significant(c)}–{significant(d)}"
-    hosts = f"{report.between_hosts * 100:g} %"
+    share, pattern = report.rules.host_noise(change.name)
+    hosts = f"±{share * 100:g} %"
     unit = "" if unit == "none" else f" {unit}"  # a plain ratio
     if short:  # short lines: a narrow column never folds
-        note = f"\n(hosts ±{hosts})" if verdict.between_hosts else ""
+        note = f"\n(hosts {hosts})" if verdict.between_hosts else ""  # a pattern would fold
         return f"{before} →\n{after}{unit}{note}"
     if verdict.between_hosts:
-        return f"quartiles {before} → {after}{unit} apart, within the lab's {hosts} between hosts"
+        by = f" for {pattern}" if pattern else ""
+        return (
+            f"quartiles {before} → {after}{unit} apart, within the lab's {hosts} between hosts{by}"
+        )
     return f"quartiles {before} → {after}{unit} {'apart' if verdict.kind == 'moved' else 'overlap'}"
 
 
@@ -74,7 +80,10 @@ def percent(rel: float | None) -> str:
 SECTIONS = (
     ("moved", "Moved beyond their spread (most moved first)"),
     ("changed", "Sizes and counts that changed"),
-    ("chance", "Not judged: values that vary from run to run (lab.yml: scales: free)"),
+    (
+        "chance",
+        "Not judged: values that vary from run to run (scales: free; a build's date and duration)",
+    ),
     ("added", "Values only in the new run"),
     ("removed", "Values only in the old run"),
     ("noise", "Within noise"),
@@ -89,12 +98,19 @@ def summary(report: Report) -> str:
         f"{report.count('unchanged')} unchanged"
     )
     if report.count("chance"):
-        text += f", {report.count('chance')} not judged (scales: free)"
-    if report.within_hosts:
-        text += (
-            f"; of those within noise, {report.within_hosts} moved beyond their quartiles by no "
-            f"more than the lab's {report.between_hosts * 100:g} % between hosts"
-        )
+        facts = f"; {report.facts} a build's date or duration" if report.facts else ""
+        text += f", {report.count('chance')} not judged (scales: free{facts})"
+    hosts, by_pattern = report.within_hosts, report.within_hosts_by_pattern
+    if hosts:
+        text += f"; of those within noise, {hosts} moved beyond their quartiles by no more than "
+        if not by_pattern:
+            text += f"the lab's {report.between_hosts * 100:g} % between hosts"
+        else:
+            rest = hosts - by_pattern
+            others = f", {rest} within its {report.between_hosts * 100:g} %" if rest else ""
+            text += (
+                f"the lab's noise between hosts ({by_pattern} as its noise.values declares{others})"
+            )
     if report.without_spread:
         text += (
             f" ({report.without_spread} with no spread recorded, judged by a "
@@ -226,6 +242,8 @@ def to_json(report: Report) -> str:
                 "class": c.verdict.kind,
                 "no_spread": c.verdict.no_spread,
                 "between_hosts": c.verdict.between_hosts,
+                "noise_pattern": report.rules.host_noise(c.name)[1],
+                "varies": report.rules.facts.get(c.name),
             }
             for c in report.values
         ],
@@ -235,6 +253,7 @@ def to_json(report: Report) -> str:
         },
         "tolerance": report.tolerance,
         "between_hosts": report.between_hosts,
+        "noise_values": dict(report.rules.values),
         "inputs": [{"step": step, "changes": what} for step, what in report.inputs],
         "host": [dict(zip(("field", "old", "new"), row, strict=False)) for row in report.host],
         "engine": [

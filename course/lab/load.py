@@ -4,6 +4,7 @@ the step and the field, with a close-match suggestion for a misspelt key."""
 from __future__ import annotations
 
 import difflib
+import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -119,9 +120,27 @@ def load_lab(path: Path) -> LoadedLab:
                 problems.append(
                     f"{line}step '{step.id}': inputs: '{pattern}' matches no file in {folder}"
                 )
+    problems += _unmatched_noise(lab, node)
     if problems:
         raise LabError(shown, problems)
     return LoadedLab(lab=lab, path=path)
+
+
+def _unmatched_noise(lab: Lab, node: yaml.Node | None) -> list[str]:
+    """A sentence for each `noise.values` pattern that matches no captured value of the lab:
+    a misspelt one would leave its values to `between_hosts` without a word."""
+    captured = [f"{step.id}.{name}" for step in lab.steps for name in step.capture]
+    problems = []
+    for pattern in lab.noise.values:
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in captured):
+            line = _line_of(node, ("noise", "values", pattern))
+            close = difflib.get_close_matches(pattern, captured, n=1, cutoff=0.6)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            problems.append(
+                f"{line}noise.values: '{pattern}' matches no captured value of the lab (a value"
+                f" is named step.value){hint}"
+            )
+    return problems
 
 
 COMMON = "common"

@@ -291,8 +291,11 @@ class Lab(_Strict):
     the scratch folder, a step's `inputs` match their files by those names (`labkit/*.py`), step
     hashes count them, and the lesson zip carries them, so a learner's copy runs on its own.
     Shared code lives once in the repository."""
-    noise: Noise = Field(default=Noise(), examples=[{"between_hosts": 2}])
-    """How far the lab's timed values move between hosts with nothing changed (below)."""
+    noise: Noise = Field(
+        default=Noise(), examples=[{"between_hosts": 2, "values": {"concurrency.tok_s_*": 50}}]
+    )
+    """How far the lab's timed values move between hosts with nothing changed: all of them, and
+    the ones that move more by pattern (below)."""
     steps: list[Step] = Field(min_length=1, examples=[[{"id": "size", "run": "python3 size.py"}]])
     """The steps, run in order: each has exactly one of `run`, `start` or `stop` (below)."""
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from ..errors import CourseError
 from ..lab.load import load_lab
 from ..record.models import Run
-from ..record.noise import Rules
+from ..record.noise import BUILD_FACTS, Rules
 from .claims import claim_line, plain_text
 from .context import FigureData, PageContext
+from .facts import build_step_id
 from .lessons import scan
 from .render import render_page
 from .widgets import load_drawer, script_failure
@@ -100,7 +101,8 @@ def evaluate_pages(root: Path, lesson: str, run: Run) -> PageSide:
 
 def rules_of(root: Path, lesson: str) -> Rules:
     """What the lesson's lab.yml declares about its values (`scales: exact`, `scales: free`, its
-    noise between hosts), for `course diff` (none when the lab cannot be read)."""
+    noise between hosts, for all values and by pattern) and its builds' dates and durations, for
+    `course diff` (none when the lab cannot be read)."""
     try:
         lab = load_lab(root / "lab" / lesson / "lab.yml").lab
     except (CourseError, OSError):
@@ -115,4 +117,15 @@ def rules_of(root: Path, lesson: str) -> Rules:
                     found.add(f"{step.id}.{name}")
         return frozenset(found)
 
-    return Rules(declared("exact"), declared("free"), lab.noise.between_hosts / 100)
+    facts = {
+        f"{build_step_id(name)}.{value}": why
+        for name in lab.builds
+        for value, why in BUILD_FACTS.items()
+    }
+    return Rules(
+        declared("exact"),
+        declared("free"),
+        lab.noise.between_hosts / 100,
+        tuple((pattern, pct / 100) for pattern, pct in lab.noise.values.items()),
+        facts,
+    )

@@ -11,19 +11,27 @@ The rules (RECORD.md, "Two runs of a value"):
   moved when it differs by more than a tolerance (`DEFAULT_TOLERANCE`, or `course diff
   --tolerance`), and is within noise otherwise, marked "no spread recorded";
 - a timed value whose quartiles are apart but which moved by no more than the lab's declared
-  noise between hosts (lab.yml `noise: {between_hosts: PCT}`) is within noise, marked so: the
-  quartiles of one run know nothing of the next host's clocks and CPU;
+  noise between hosts is within noise, marked so: the quartiles of one run know nothing of the
+  next host's clocks and CPU. The first of lab.yml's `noise.values` patterns that matches the
+  value (`concurrency.tok_s_*: 50`) sets that noise; `noise.between_hosts` sets it for the
+  others (`Rules.host_noise`; the caller hands `classify` the one for the value);
 - a value its lab declares `scales: free` that is not a timed value with a spread (an integer
   such as how many of 256 steps changed their top token, or which row came out best; a
   prediction made from the run's own measurements) varies from run to run: listed apart, never a
   change nor a move;
+- a build step's date and duration (`BUILD_FACTS`: `made`, `build_seconds`) are facts of the
+  host and the moment, not results: they vary from run to run as `scales: free` values do, for
+  every build of the lab, without a declaration; its `version` and `commit` stay exact (another
+  commit is a change);
 - a number that differs only in its last digits (a relative 1e-12: the same sum added in another
   order) is unchanged, declared `scales: exact` or not.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Literal
 
 from .models import Value
@@ -33,6 +41,14 @@ DEFAULT_TOLERANCE = 0.05
 """How far a timed value without a recorded spread may move and still count as noise."""
 BYTES = {unit for unit, (dimension, _) in SCALE.items() if dimension == "bytes"}
 Kind = Literal["added", "removed", "unchanged", "changed", "chance", "moved", "noise"]
+
+
+BUILD_FACTS = {
+    "made": "a build's date and time: the host's",
+    "build_seconds": "a build's duration: the host's",
+}
+"""The values of a build step (`run/builds.py`) that are facts of the host and the moment, not
+results, each with why it varies from run to run."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,23 @@ class Rules:
     """The values declared `scales: free`."""
     between_hosts: float = 0.0
     """lab.yml's `noise.between_hosts`, as a fraction."""
+    values: tuple[tuple[str, float], ...] = ()
+    """lab.yml's `noise.values`: (a pattern on `step.name`, a fraction), in lab.yml's order."""
+    facts: Mapping[str, str] = field(default_factory=dict)
+    """The values that are facts of the host and the moment (each build's `BUILD_FACTS`), each
+    with why: they vary from run to run as the values declared `scales: free` do."""
+
+    def host_noise(self, name: str) -> tuple[float, str | None]:
+        """How far the value `name` may move between hosts (a fraction), and the `noise.values`
+        pattern that says so: the first that matches it; None: `between_hosts` says so."""
+        for pattern, share in self.values:
+            if fnmatchcase(name, pattern):
+                return share, pattern
+        return self.between_hosts, None
+
+    def varies(self, name: str) -> bool:
+        """Whether the value `name` is declared `scales: free` or is a fact of the host."""
+        return name in self.free or name in self.facts
 
 
 @dataclass(frozen=True)

@@ -283,3 +283,50 @@ steps:
     assert any(
         "capture.f.scales.like: 'room' must declare `scales: memory` itself" in p for p in found
     )
+
+
+NOISE_LAB = """\
+lesson: demo
+title: Demo
+noise:
+  between_hosts: 2
+  values:
+{values}
+steps:
+  - id: concurrency
+    run: python3 a.py
+    capture:
+      tok_s_1: {{regex: 'one: ([\\d.]+)', unit: tok/s}}
+      tok_s_64: {{regex: 'many: ([\\d.]+)', unit: tok/s}}
+"""
+
+
+def test_noise_by_pattern_loads_in_its_order(tmp_path: Path) -> None:
+    values = "    'concurrency.tok_s_6?': 50\n    'concurrency.*': 15\n"
+    lab = load_lab(write_lab(tmp_path, NOISE_LAB.format(values=values))).lab
+    assert list(lab.noise.values.items()) == [("concurrency.tok_s_6?", 50), ("concurrency.*", 15)]
+
+
+def test_a_noise_pattern_that_matches_no_value_is_refused_by_name(tmp_path: Path) -> None:
+    values = "    'concurrency.tok_s_*': 50\n    'concurency.tok_s_6*': 40\n    'decode.*': 9\n"
+    found = problems(write_lab(tmp_path, NOISE_LAB.format(values=values)))
+    assert found == [
+        "line 7: noise.values: 'concurency.tok_s_6*' matches no captured value of the lab (a "
+        "value is named step.value) (did you mean 'concurrency.tok_s_64'?)",
+        "line 8: noise.values: 'decode.*' matches no captured value of the lab (a value is "
+        "named step.value)",
+    ]
+
+
+@pytest.mark.parametrize("pct", ["100", "-1", "'half'"])
+def test_a_noise_percent_outside_0_to_100_is_refused_naming_its_pattern(
+    tmp_path: Path, pct: str
+) -> None:
+    values = f"    'concurrency.tok_s_1': 5\n    'concurrency.tok_s_*': {pct}\n"
+    found = problems(write_lab(tmp_path, NOISE_LAB.format(values=values)))
+    shown = pct.strip("'")
+    said = repr(shown) if pct.startswith("'") else shown
+    assert found == [
+        f"line 5: noise.values: 'concurrency.tok_s_*': {said} is not a percent from 0 up to "
+        "(not including) 100"
+    ]
