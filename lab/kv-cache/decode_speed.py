@@ -26,6 +26,7 @@ import argparse
 import copy
 import textwrap
 import time
+import warnings
 import weakref
 from typing import Any
 
@@ -114,7 +115,8 @@ def kernel_profile(run: Any, device: torch.device, calls: int = 20) -> dict[str,
     from torch.profiler import ProfilerActivity, profile
 
     try:
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with warnings.catch_warnings(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            warnings.simplefilter("ignore")  # the profiler's notes on its cycles: not ours
             for _ in range(calls):
                 run()
             torch.cuda.synchronize(device)
@@ -136,8 +138,8 @@ def print_kernels(profile: dict[str, Any], seconds: float, top: int = 6) -> None
         return
     busy = profile["total_us"] / (seconds * 1e6)
     print(
-        f"  kernels of one step at depth 0: {profile['total_us']:.1f} µs busy of"
-        f" {seconds * 1e6:.1f} µs measured ({busy:.1%}); slowest, µs per step:"
+        f"  kernels of one step, depth 0: {profile['total_us']:.1f} µs busy of"
+        f" {seconds * 1e6:.1f} µs ({busy:.1%}); slowest, µs per step:"
     )
     for row in profile["kernels"][:top]:
         name = row["name"] if len(row["name"]) <= 76 else row["name"][:73] + "..."
