@@ -163,3 +163,17 @@ def test_run_history_lists_every_run_with_headline_values(release: Path) -> None
     run_history(ctx, ["decode.nope"])
     assert any("captured no value 'nope'" in p.message for p in ctx.problems)
     assert Store(release / "build").newest_good(LESSON).run_id == NEW  # type: ignore[union-attr]
+
+
+def test_diff_refuses_a_lab_yml_it_cannot_read_rather_than_judge_without_it(
+    release: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "site"
+    shutil.copytree(release, root)
+    lab = root / "lab" / LESSON / "lab.yml"
+    lab.write_text(lab.read_text() + "noise: {between_hosts: 200}\n")
+    done = course(root, "diff", LESSON)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"lab/{LESSON}/lab.yml" in done.stderr and "between_hosts" in done.stderr, done.stderr
+    lab.unlink()  # a lesson whose lab is gone: its runs still compare, without declarations
+    assert "claims hold" in course(root, "diff", LESSON).stdout

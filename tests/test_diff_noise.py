@@ -225,7 +225,7 @@ def per_value(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "  llama.cpp: {package: llama-cpp-python, version: '0.3.36', command: bash build.sh}\n"
         "noise:\n"
         "  between_hosts: 5\n"
-        "  values: {'time.medium_*': 35, 'time.m*': 1, 'time.small_*': 10}\n"
+        "  values: {'time.medium_*': 35, 'time.[ml]*': 1, 'time.small_*': 10}\n"
         "steps:\n"
     )
     medium = "      medium_ms: {json: results.json, key: medium.ms, unit: ms}\n"
@@ -275,11 +275,11 @@ def test_a_builds_date_and_duration_are_not_judged_its_release_and_commit_are(
 def test_noise_by_pattern_the_first_that_matches_decides(per_value: Path) -> None:
     old, new = pick_runs(Store(per_value / "build"), "timed-sum", OLD, NEW)
     rules = rules_of(per_value, "timed-sum")
-    assert rules.values == (("time.medium_*", 0.35), ("time.m*", 0.01), ("time.small_*", 0.1))
+    assert rules.values == (("time.medium_*", 0.35), ("time.[ml]*", 0.01), ("time.small_*", 0.1))
     report = compare(old, new, rules=rules)
     found = {c.name: (c.verdict.kind, c.verdict.between_hosts) for c in report.values}
-    assert found["time.medium_ms"] == ("noise", True)  # 35 %, not the later 'time.m*' 1 %
-    assert found["time.large_ms"] == ("moved", False)  # +30 %: no pattern; between_hosts 5 %
+    assert found["time.medium_ms"] == ("noise", True)  # 35 %, not the later 'time.[ml]*' 1 %
+    assert found["time.large_ms"] == ("moved", False)  # +30 %: beyond 'time.[ml]*' 1 %
     assert found["time.small_ms"] == ("noise", True)  # +8 %: beyond 5 %, within its 10 %
     markdown = render_markdown(report)
     assert (
@@ -292,10 +292,10 @@ def test_noise_by_pattern_the_first_that_matches_decides(per_value: Path) -> Non
         "between hosts (2 as its noise.values declares)"
     )
     data = json.loads(to_json(report))
-    assert data["noise_values"] == {"time.medium_*": 0.35, "time.m*": 0.01, "time.small_*": 0.1}
+    assert data["noise_values"] == {"time.medium_*": 0.35, "time.[ml]*": 0.01, "time.small_*": 0.1}
     patterns = {v["name"]: v["noise_pattern"] for v in data["values"]}
     assert patterns["time.medium_ms"] == "time.medium_*"
-    assert patterns["time.large_ms"] is None
+    assert patterns["time.large_ms"] == "time.[ml]*"
     # the same rules in the other order: 'time.m*' comes first and its 1 % decides
     turned = replace(rules, values=(("time.m*", 0.01), ("time.medium_*", 0.35)))
     assert turned.host_noise("time.medium_ms") == (0.01, "time.m*")

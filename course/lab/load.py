@@ -127,19 +127,31 @@ def load_lab(path: Path) -> LoadedLab:
 
 
 def _unmatched_noise(lab: Lab, node: yaml.Node | None) -> list[str]:
-    """A sentence for each `noise.values` pattern that matches no captured value of the lab:
-    a misspelt one would leave its values to `between_hosts` without a word."""
+    """A sentence for each `noise.values` pattern that matches no captured value of the lab,
+    and for each whose every value an earlier pattern takes (the first match wins): either
+    would leave its values to another noise without a word."""
     captured = [f"{step.id}.{name}" for step in lab.steps for name in step.capture]
     problems = []
+    earlier: list[str] = []
     for pattern in lab.noise.values:
-        if not any(fnmatch.fnmatchcase(name, pattern) for name in captured):
-            line = _line_of(node, ("noise", "values", pattern))
+        line = _line_of(node, ("noise", "values", pattern))
+        mine = [name for name in captured if fnmatch.fnmatchcase(name, pattern)]
+        if not mine:
             close = difflib.get_close_matches(pattern, captured, n=1, cutoff=0.6)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             problems.append(
                 f"{line}noise.values: '{pattern}' matches no captured value of the lab (a value"
                 f" is named step.value){hint}"
             )
+        else:
+            taken = [p for p in earlier if any(fnmatch.fnmatchcase(n, p) for n in mine)]
+            if all(any(fnmatch.fnmatchcase(n, p) for p in earlier) for n in mine):
+                problems.append(
+                    f"{line}noise.values: '{pattern}' sets the noise of no value: each value it"
+                    f" matches is taken by an earlier pattern ({', '.join(repr(p) for p in taken)};"
+                    " the first match wins): put it before them"
+                )
+        earlier.append(pattern)
     return problems
 
 

@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CourseError
 from ..lab.load import load_lab
 from ..record.models import Run
 from ..record.noise import BUILD_FACTS, Rules
@@ -102,11 +101,12 @@ def evaluate_pages(root: Path, lesson: str, run: Run) -> PageSide:
 def rules_of(root: Path, lesson: str) -> Rules:
     """What the lesson's lab.yml declares about its values (`scales: exact`, `scales: free`, its
     noise between hosts, for all values and by pattern) and its builds' dates and durations, for
-    `course diff` (none when the lab cannot be read)."""
-    try:
-        lab = load_lab(root / "lab" / lesson / "lab.yml").lab
-    except (CourseError, OSError):
+    `course diff`: none when the lesson has no lab.yml any more; a lab.yml that cannot be read
+    is a LabError naming it, not a diff judged without its declarations."""
+    path = root / "lab" / lesson / "lab.yml"
+    if not path.is_file():
         return Rules()
+    lab = load_lab(path).lab
 
     def declared(kind: str) -> frozenset[str]:
         found = set()

@@ -43,9 +43,12 @@ BYTES = {unit for unit, (dimension, _) in SCALE.items() if dimension == "bytes"}
 Kind = Literal["added", "removed", "unchanged", "changed", "chance", "moved", "noise"]
 
 
+BUILD_MADE, BUILD_SECONDS = "made", "build_seconds"
+"""The names under which a build step (`run/builds.py`) records when it was made and how long
+it took."""
 BUILD_FACTS = {
-    "made": "a build's date and time: the host's",
-    "build_seconds": "a build's duration: the host's",
+    BUILD_MADE: "a build's date and time: the host's",
+    BUILD_SECONDS: "a build's duration: the host's",
 }
 """The values of a build step (`run/builds.py`) that are facts of the host and the moment, not
 results, each with why it varies from run to run."""

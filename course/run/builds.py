@@ -28,6 +28,7 @@ from ..lab.load import LoadedLab
 from ..lab.schema import Build
 from ..record.masking import Redactor
 from ..record.models import StepRecord, Value
+from ..record.noise import BUILD_MADE, BUILD_SECONDS
 from ..record.writer import RunWriter
 from .display import Display
 from .target import Host, Workspace
@@ -183,8 +184,8 @@ def record_step(built: Built, build: Build, writer: RunWriter, redact: Redactor)
     rec.values = {
         "version": Value(value=built.version, type="str", unit="none"),
         "commit": Value(value=built.commit or "unknown", type="str", unit="none"),
-        "build_seconds": Value(value=built.seconds, type="float", unit="s"),
-        "made": Value(value=built.made, type="str", unit="none"),
+        BUILD_SECONDS: Value(value=built.seconds, type="float", unit="s"),
+        BUILD_MADE: Value(value=built.made, type="str", unit="none"),
     }
     return rec
 

@@ -318,6 +318,21 @@ def test_a_noise_pattern_that_matches_no_value_is_refused_by_name(tmp_path: Path
     ]
 
 
+def test_a_noise_pattern_wholly_behind_an_earlier_one_is_refused(tmp_path: Path) -> None:
+    values = (
+        "    'concurrency.*': 15\n    'concurrency.tok_s_6?': 50\n    'concurrency.tok_s_1': 9\n"
+    )
+    found = problems(write_lab(tmp_path, NOISE_LAB.format(values=values)))
+    assert found == [
+        f"line {n}: noise.values: '{p}' sets the noise of no value: each value it matches is "
+        "taken by an earlier pattern ('concurrency.*'; the first match wins): put it before them"
+        for n, p in ((7, "concurrency.tok_s_6?"), (8, "concurrency.tok_s_1"))
+    ]
+    # one value of its own is enough: 'tok_s_*' still sets tok_s_64's noise
+    values = "    'concurrency.tok_s_1': 15\n    'concurrency.tok_s_*': 50\n"
+    load_lab(write_lab(tmp_path / "own", NOISE_LAB.format(values=values)))
+
+
 @pytest.mark.parametrize("pct", ["100", "-1", "'half'"])
 def test_a_noise_percent_outside_0_to_100_is_refused_naming_its_pattern(
     tmp_path: Path, pct: str
