@@ -54,7 +54,7 @@ class Plan:
         return all(p.action != "skip" for p in self.steps)
 
 
-def _digest(data: object) -> str:
+def digest(data: object) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
@@ -69,7 +69,7 @@ def hash_step(
     # `scales:` says how a value should move on other GPUs, `cpu:`, `real_weights:` and
     # `sizes_to_card:` what
     # START-HERE.md tells a learner: none changes anything the step runs
-    definition = _digest(
+    definition = digest(
         step.model_dump(
             mode="json",
             by_alias=True,
@@ -98,7 +98,7 @@ def hash_step(
         engine={k: v for k, v in engine.items() if k not in builds or k in step.uses},
         gpu=gpu,
     )
-    return _digest(parts.model_dump(mode="json")), parts
+    return digest(parts.model_dump(mode="json")), parts
 
 
 def hash_lab_files(loaded: LoadedLab) -> dict[str, str]:

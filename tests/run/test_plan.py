@@ -10,7 +10,7 @@ from support import CourseRun
 
 from course.lab.load import load_lab
 from course.record.store import Store
-from course.run.plan import _digest, hash_lab_files, hash_step
+from course.run.plan import digest, hash_lab_files, hash_step
 
 LAB = "echo-server"
 
@@ -56,7 +56,7 @@ def test_labs_that_declare_scales_still_hash_as_recorded(lesson: str) -> None:
         assert set(parts.inputs) <= set(now.inputs), rec.id
         assert now.definition == parts.definition, rec.id  # scales: and noise: left out
         same = now.model_copy(update={"inputs": {n: parts.inputs[n] for n in parts.inputs}})
-        assert _digest(same.model_dump(mode="json")) == rec.hash, rec.id
+        assert digest(same.model_dump(mode="json")) == rec.hash, rec.id
 
 
 @pytest.mark.parametrize(
