@@ -55,6 +55,7 @@ class Plan:
 
 
 def digest(data: object) -> str:
+    """The sha256 of `data` as JSON with its keys sorted: a step's hash, the same on any host."""
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
