@@ -120,6 +120,12 @@ def cli(ctx: click.Context, root: Path | None) -> None:
 @click.option(
     "--note", metavar="TEXT", help='What this run tries ("vocab 8192"), kept in run.json.'
 )
+@click.option(
+    "--older-engine",
+    is_flag=True,
+    help="Run on the installed engine even where it is older than the one the lesson's newest"
+    " good run used on this kind of GPU (refused otherwise).",
+)
 @click.pass_obj
 @reports_errors
 def run(
@@ -142,6 +148,7 @@ def run(
     via: str | None,
     bucket: str | None,
     note: str | None,
+    older_engine: bool,
 ) -> None:
     """Run LESSON's lab (lab/LESSON/lab.yml) and record it in build/LESSON/<run-id>/."""
     from .record.models import Run
@@ -161,7 +168,7 @@ def run(
     options = Options(
         force, only, from_step, dry_run, quiet, on=on, env=parse_env(env), setup=setup,
         resume=resume, engine=list(engine), wheels=wheels.resolve() if wheels else None,
-        note=note,
+        note=note, older_engine=older_engine,
     )  # fmt: skip
     settings = SshSettings(accept_new_host_key=accept_new_host_key, config=ssh_config)
 

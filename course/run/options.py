@@ -40,6 +40,8 @@ class Options:
     """Where to install `engine` from, offline (a folder of wheels); default: the package index."""
     note: str | None = None
     """A few words on what this run tries (`--note "vocab 8192"`), kept in run.json."""
+    older_engine: bool = False
+    """Run on the installed engine even where it is older than the lesson's newest good run's."""
 
 
 def parse_env(

@@ -10,18 +10,22 @@ reached with `--on ssh://`, the steps run the host's own `python3`.)
 Before anything runs, every package under lab.yml's `engine:` that the steps about to run need
 (`needed`) must be installed for that Python; a run is refused otherwise, naming the package and
 the fix, so a run never records such an engine as `null` nor fails inside its first step with
-`ModuleNotFoundError`.
+`ModuleNotFoundError`. Nor may a run go back, unasked, to an older release of an engine than
+the lesson's newest good run on the same kind of GPU used (`behind`): such a run would not
+reproduce the records, yet would become the lesson's newest run.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 from pathlib import Path
 
 from ..lab.load import LoadedLab
 from ..lab.schema import Lab
+from ..record.models import Run
 from .install import extras, lab_requirements, package_name
 from .plan import Plan, gpu_refusal
 from .target import HostReport
@@ -128,4 +132,42 @@ def engine_refusal(
     return (
         f"{lab}: engine {noun} {names} (lab.yml engine:) {verb} not installed for the Python "
         f"that runs the steps, {shown}. Either:\n" + "\n".join(f"  - {w}" for w in ways)
+    )
+
+
+def release(version: str) -> tuple[int, ...]:
+    """A release's numbers, for ordering ('2.11.0+cu130' -> (2, 11, 0); a local label is left
+    out)."""
+    return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0])[:4])
+
+
+def behind(
+    loaded: LoadedLab, plan: Plan, history: list[Run], engine: dict[str, str | None], gpu: str
+) -> str | None:
+    """Why a run would be refused for going back to an older release of an engine package the
+    steps about to run need than the lesson's newest good run on this kind of GPU used (`engine`
+    holds only what `--engine` did not name), with the ways out; None otherwise."""
+    good = [r for r in history if r.good]
+    if not plan.to_run or not good:
+        return None
+    last = good[-1].record
+    if (last.host.gpu.name if last.host.gpu else "none") != gpu:
+        return None
+    older = [
+        (name, str(was), str(now))
+        for name in needed(loaded, plan)
+        if (was := last.engine.get(name)) and (now := engine.get(name))
+        and release(now) < release(was)
+    ]  # fmt: skip
+    if not older:
+        return None
+    used = ", ".join(f"{n} {was}" for n, was, _ in older)
+    has = ", ".join(f"{n} {now}" for n, _, now in older)
+    specs = " ".join(f"--engine {n}=={was}" for n, was, _ in older)
+    return (
+        f"{loaded.display_path()}: the lesson's newest good run, {last.run_id}, used {used}; the"
+        f" steps' Python has {has}, an older release: a run on it would not reproduce the records"
+        f" and would become the lesson's newest run. Run with {specs} (and --wheels DIR where the"
+        " host reaches no package index), or give --older-engine to run on the older release on"
+        " purpose"
     )

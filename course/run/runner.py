@@ -38,8 +38,8 @@ from .lock import lesson_lock
 from .options import Interrupted, Options
 from .plan import Plan, StepPlan, make_plan
 from .process import become_subreaper
+from .python import behind, steps_path
 from .python import refusal as refused
-from .python import steps_path
 from .signals import signals_as_interrupt
 from .steps import (
     Context,
@@ -130,6 +130,10 @@ def _run_on(
     refusal = _no_python(loaded, facts, host) or refused(
         loaded, plan, facts, None if options.setup else engine, host.label
     )
+    if not refusal and not options.older_engine and not options.setup:
+        installed = {k: v for k, v in facts.engine.items() if k not in versions}
+        kind = facts.host.gpu.name if facts.host.gpu else "none"
+        refusal = behind(loaded, plan, history, installed, kind)
     if options.dry_run:
         if refusal:
             console.print(

@@ -136,3 +136,33 @@ def test_an_engine_the_steps_python_lacks_is_refused_before_the_first_step(
     (run,) = Store(project / "build").runs(LAB)
     assert run.record.engine["tinyengine"] == "1.0"
     assert run.record.step("engine").values["version"].value == "1.0"
+
+
+def test_a_run_back_on_an_older_engine_than_the_newest_good_run_is_refused(
+    project: Path, course: CourseRun
+) -> None:
+    first = course("run", LAB)
+    assert first.returncode == 0, first.stderr
+    store = Store(project / "build")
+    (last,) = store.runs(LAB)
+    installed = last.record.engine["pyyaml"]
+    assert installed
+    # the newest good run was made on a newer release than the one installed here
+    path = project / "build" / LAB / last.run_id / "run.json"
+    path.write_text(path.read_text().replace(f'"pyyaml": "{installed}"', '"pyyaml": "99.0"'))
+    refused = course("run", LAB, "--force")
+    assert refused.returncode == 1
+    assert (
+        f"the lesson's newest good run, {last.run_id}, used pyyaml 99.0; the steps' Python has "
+        f"pyyaml {installed}, an older release" in " ".join(refused.stderr.split())
+    )
+    assert "Run with --engine pyyaml==99.0" in " ".join(refused.stderr.split())
+    assert len(store.runs(LAB)) == 1  # nothing ran
+    dry = course("run", LAB, "--force", "--dry-run")
+    assert dry.returncode == 0 and "a run here would be refused" in dry.stderr
+    # asked for: the run goes ahead and records the release it ran on
+    done = course("run", LAB, "--force", "--older-engine")
+    assert done.returncode == 0, done.stderr
+    assert store.runs(LAB)[-1].record.engine["pyyaml"] == installed
+    # and, the newest good run now on the installed release, a plain run is not refused
+    assert course("run", LAB, "--force").returncode == 0
