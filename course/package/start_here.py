@@ -11,8 +11,8 @@ from ..lab.load import LoadedLab
 from ..pages.facts import RENTED_CARD, card_bytes, gpu_need, gpu_steps
 from ..pages.format import day, duration, minutes_text
 from ..pages.install import PYTHON, cpu_install_commands, install_commands, lab_spec, pins
+from ..pages.numbering import step_labels
 from ..record.models import Run
-from .numbering import step_labels
 from .start_steps import GIB, build_section, fenced, step_section
 from .start_steps import machine as machine_of
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import html
 
-from ..errors import CourseError
+from ..errors import CourseError, RecordError
 from ..record.changes import run_changes
 from ..record.models import Run
 from ..record.store import Store
 from . import facts
 from .context import PageContext
+from .format import day, recorded_text
 from .format import recorded as shown_value
-from .format import recorded_text
 from .macros import macro
+from .numbering import step_labels
 
 
 @macro
@@ -32,8 +33,61 @@ def provenance(ctx: PageContext) -> str:
         f"this page come from one run of this lesson's lab on {facts.checked_on(run)} on "
         f"{article}{recorded_text(gpu)} "
         f"({recorded_text(', '.join(details))}) with {recorded_text(facts.engine_text(run))}; "
-        f"run <code>{html.escape(run.run_id)}</code>.</span>"
+        f"run <code>{html.escape(run.run_id)}</code>.{_reused(ctx)}</span>"
     )
+
+
+def _reused(ctx: PageContext) -> str:
+    """' Steps 1 to 5 were measured in an earlier run, ...' for the steps the run took over
+    from earlier runs (their files and versions unchanged), by the page's own numbering; ''
+    when every step ran in it."""
+    steps = ctx.run.record.steps
+    sources: dict[str, list[str]] = {}
+    for step in steps:
+        if step.status == "reused" and step.reused_from:
+            sources.setdefault(step.reused_from, []).append(step.id)
+    if not sources:
+        return ""
+    page = ctx.root / "docs" / ctx.src
+    markdown = page.read_text(encoding="utf-8") if page.is_file() else None
+    labels = step_labels(markdown, [s.id for s in steps])
+    store = Store(ctx.root / "build")
+    said = []
+    for run_id, ids in sources.items():
+        try:
+            when = facts.checked_on(store.get(ctx.lesson, run_id))
+        except RecordError:  # pruned or damaged: its id still says the day
+            when = day(run_id[:10] + "T00:00:00Z")
+        verb = "was" if len(ids) == 1 else "were"
+        shown = f"<code>{html.escape(run_id)}</code>"
+        named = named_steps(labels, ids)
+        named = named if not said else named[0].lower() + named[1:]
+        said.append(f"{named} {verb} measured in an earlier run, on {when} ({shown})")
+    return (
+        " " + "; ".join(said) + ", on the same kind of GPU with the same files and versions: this"
+        " run took them over."
+    )
+
+
+def named_steps(labels: dict[str, str], ids: list[str]) -> str:
+    """'Steps 1 to 5', 'Step 6a', 'Steps 2, 4 and 6b': a page step is named by its number when
+    every lab step under it is in `ids`, else each lab step by its letter."""
+    chosen = set(ids)
+    by_number: dict[str, list[str]] = {}
+    for step, label in labels.items():
+        by_number.setdefault(label.rstrip("abcdefghijklmnopqrstuvwxyz"), []).append(step)
+    names: list[str] = []
+    for number, group in by_number.items():
+        if all(s in chosen for s in group):
+            names.append(number)
+        else:
+            names += [labels[s] for s in group if s in chosen]
+    runs = names and all(n.isdigit() for n in names) and len(names) > 2
+    if runs and [int(n) for n in names] == list(range(int(names[0]), int(names[-1]) + 1)):
+        return f"Steps {names[0]} to {names[-1]}"
+    if len(names) == 1:
+        return f"Step {names[0]}"
+    return f"Steps {', '.join(names[:-1])} and {names[-1]}"
 
 
 @macro

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course.package.numbering import shown_steps, step_labels
+from course.pages.numbering import shown_steps, step_labels
 
 PAGE = """
 ## Hands-on
