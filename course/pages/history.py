@@ -52,7 +52,7 @@ def _reused(ctx: PageContext) -> str:
     markdown = page.read_text(encoding="utf-8") if page.is_file() else None
     labels = step_labels(markdown, [s.id for s in steps])
     store = Store(ctx.root / "build")
-    said = []
+    said: list[str] = []
     for run_id, ids in sources.items():
         try:
             when = facts.checked_on(store.get(ctx.lesson, run_id))

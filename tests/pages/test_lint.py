@@ -35,6 +35,7 @@ One card holds {{ value("size.layers") }} conversations at once.
 
 With vLLM's share of the whole card, a card holds {{ value("size.layers") }} conversations.
 Our GPU host was busy that day.
+Step 1 was measured on 20 November 2026; Qwen3 came out on 29 April 2025.
 
 """
 SOURCES = """
@@ -76,6 +77,9 @@ def expected(start: int, sources: int, why: int, faq: int) -> list[str]:
         "the weights, llama.cpp's given context)",
         f'  - line {start + 13}: tooling-phrase: "GPU host" is about the course\'s tooling, not '
         'the subject: "Our GPU host was busy that day."',
+        f'  - line {start + 14}: typed-date: "20 November 2026" is typed by hand and is the day '
+        "of the lesson's run 2026-11-20T090000Z-h200: a sentence on when steps were measured goes "
+        "stale with the next run; provenance() says it from the record",
         f'  - line {sources + 2}: source-address: "Kwon et al., "Efficient Memory Management for '
         'Large Language Model Serving with…" has no address: give the address it was read at, as '
         "a link [...](https://...)",
@@ -138,7 +142,7 @@ def test_course_check_lists_every_planted_mistake_at_its_line(
         check=False,
     )
     assert done.returncode == 1
-    assert done.stderr.startswith("error: 14 problems in 3 pages:")
+    assert done.stderr.startswith("error: 15 problems in 3 pages:")
     assert _listed(done.stderr) == problems
 
 
@@ -147,7 +151,7 @@ def test_the_build_fails_on_them_too(planted: tuple[Path, list[str]]) -> None:
     with pytest.raises(PageError) as caught:
         build_site(root, root / "site")
     message = str(caught.value)
-    assert message.startswith("the site did not build:\n14 problems in 3 pages:")
+    assert message.startswith("the site did not build:\n15 problems in 3 pages:")
     assert _listed(message) == problems
     assert not (root / "site").exists()  # nothing half-built is left where the site goes
 
@@ -182,7 +186,7 @@ def test_a_misspelt_check_in_the_settings_is_named(tmp_path: Path) -> None:
     assert str(caught.value) == (
         "docs/data/lint.yml: 3 problems:\n"
         "  - severity.typed-copies: not a check (did you mean 'typed-copy'?): the checks are "
-        "typed-copy, unit-twice, same-value, tooling-phrase, source-address, fit-rule, fact-note\n"
+        "typed-copy, unit-twice, same-value, tooling-phrase, source-address, fit-rule, fact-note, typed-date\n"
         "  - severity.unit-twice: Input should be 'error' or 'warning'\n"
         "  - phrases: unknown key"
     )

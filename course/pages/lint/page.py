@@ -10,6 +10,7 @@ import jinja2
 
 from ...errors import FactsError
 from ...lab.facts import Facts, load_facts
+from ...record.store import Store
 from ..claims import plain_text
 from ..context import PageContext, Problem
 from ..faq import data_file
@@ -18,6 +19,7 @@ from ..macros import ANSWERABLE
 from ..render import render_page
 from .checks import fit_counts, same_values, tooling_phrases, typed_copies, units_twice
 from .data import data_strings, placed
+from .dates import typed_run_dates
 from .findings import Finding
 from .marked import OK, TYPED_OK, Marks, Prose, Span, marking, marking_macros, plain_prose, unmark
 from .marked import prose as to_prose
@@ -84,12 +86,21 @@ def check_page(root: Path, entry: PageEntry, settings: Settings) -> CheckedPage:
         *same_values(prose),
         *fit_counts(prose, settings.fit),
         *tooling_phrases(prose, phrases, in_data),
+        *typed_run_dates(prose, _run_days(root, ctx.lesson)),
         *source_addresses(shown, body, first_line),
         *fact_tooltips(shown, body, first_line, _facts(root), phrases),
     ]
     if data_text:
         findings += _data_findings(ctx, data, known, settings)
     return CheckedPage(problems, sorted(findings, key=lambda f: (f.file, f.line, f.check)), ctx)
+
+
+def _run_days(root: Path, lesson: str) -> dict[str, list[str]]:
+    """The day (YYYY-MM-DD) of each of the lesson's recorded runs, with their ids."""
+    days: dict[str, list[str]] = {}
+    for run in Store(root / "build").runs(lesson):
+        days.setdefault(run.record.started[:10], []).append(run.run_id)
+    return days
 
 
 def _facts(root: Path) -> Facts | None:

@@ -28,6 +28,7 @@ Check = Literal[
     "source-address",
     "fit-rule",
     "fact-note",
+    "typed-date",
 ]
 CHECKS: tuple[str, ...] = get_args(Check)
 """Every check, as findings and the settings name it."""
