@@ -186,7 +186,8 @@ def test_a_misspelt_check_in_the_settings_is_named(tmp_path: Path) -> None:
     assert str(caught.value) == (
         "docs/data/lint.yml: 3 problems:\n"
         "  - severity.typed-copies: not a check (did you mean 'typed-copy'?): the checks are "
-        "typed-copy, unit-twice, same-value, tooling-phrase, source-address, fit-rule, fact-note, typed-date\n"
+        "typed-copy, unit-twice, same-value, tooling-phrase, source-address, fit-rule, fact-note, "
+        "typed-date\n"
         "  - severity.unit-twice: Input should be 'error' or 'warning'\n"
         "  - phrases: unknown key"
     )
