@@ -218,7 +218,8 @@ def test_a_learner_without_a_gpu_follows_start_here_to_a_true_verdict(
         env["PYTHONPATH"] = str(ENGINE_524 / "site")
     outputs = walk.follow(commands, top / "lab", env)  # compare.py's exit status 0 included
     ran = {c.step for c in commands if c.step and not c.build}
-    assert walk.verdict_problems(expected, ran, outputs["compare"]) == [], outputs["compare"]
+    tiny = walk.shrunk(commands)
+    assert walk.verdict_problems(expected, ran, outputs["compare"], tiny) == [], outputs["compare"]
     assert len(walk.compare_rows(outputs["compare"])) == len(expected["values"])
 
 
