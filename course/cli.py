@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from .console import reports_errors, stderr, stdout
 from .errors import CourseError
+from .lab.command import schema
 from .publish.command import publish
 from .refresh.command import outdated, refresh
 from .runs.command import runs
@@ -373,30 +374,11 @@ def new(
     )
 
 
-@cli.command()
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write it to this file (such as lab/lab.schema.json) instead of printing it.",
-)
-def schema(output: Path | None) -> None:
-    """Print lab.yml's JSON Schema, for editors (yaml-language-server) and other tools."""
-    import json
-
-    from .lab.editor_schema import json_schema
-
-    text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
-
-
 cli.add_command(publish)
 cli.add_command(runs)
 cli.add_command(outdated)
 cli.add_command(refresh)
+cli.add_command(schema)
 
 
 def main() -> None:
