@@ -17,9 +17,10 @@ import pytest
 from support import (
     COURSE,
     FIXTURES,
-    REPO,
     CourseRun,
+    Published,
     free_port,
+    fresh_clone,
     make_package_project,
     make_two_lesson_project,
     serving,
@@ -81,30 +82,49 @@ def two_lessons(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def repo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    """The repository's own site, built once from the committed records for a local address
-    (HTML, PDFs and zips), and served there: (site folder, its address)."""
-    from course.site import build_site
+def repo_published(tmp_path_factory: pytest.TempPathFactory) -> Published:
+    """The repository's files as a clone has them (no site, no caches), published once by the
+    CLI from the committed records (HTML, PDFs and zips, checked and precompressed) for a local
+    address: `repo_site` serves it there, tests/publish/test_publish_repo.py checks it."""
+    root = fresh_clone(tmp_path_factory.mktemp("clone") / "course")
+    url = f"http://127.0.0.1:{free_port()}/"
+    done = subprocess.run(
+        [*COURSE, "publish", "--site-url", url, "--to", "out/"],
+        cwd=root,  # `python -m course` imports the copy's package, as on a fresh clone
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return Published(root, done, url)
 
-    port = free_port()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("COURSE_SITE_URL", f"http://127.0.0.1:{port}/")
-        out = tmp_path_factory.mktemp("repo")
-        result = build_site(REPO, out / "site", out / "cache")
-    with serving(result.site_dir, port) as url:
-        yield result.site_dir, url
+
+@pytest.fixture(scope="session")
+def repo_site(repo_published: Published) -> Iterator[tuple[Path, str]]:
+    """The repository's own site, published once from a fresh clone for a local address
+    (`repo_published`), and served there: (site folder, its address)."""
+    assert repo_published.done.returncode == 0, repo_published.done.stderr
+    port = int(repo_published.url.rsplit(":", 1)[1].strip("/"))
+    with serving(repo_published.site_dir, port) as url:
+        assert url == repo_published.url
+        yield repo_published.site_dir, url
 
 
 # Session fixtures that build whole sites: the modules that ask for one go to the same xdist
 # worker, so each is built once per run rather than once per worker.
-_SHARED_BUILDS = ("repo_site", "package_builds", "two_lessons")
+_SHARED_BUILDS = {
+    "repo_site": "repo_site",
+    "repo_published": "repo_site",
+    "package_builds": "package_builds",
+    "two_lessons": "two_lessons",
+}
 
 
 @functools.cache
 def _scope(root: Path, module: str) -> str:
     """The unit of work a module belongs to: the shared build it asks for, else itself."""
     text = (root / module).read_text(encoding="utf-8")
-    return next((b for b in _SHARED_BUILDS if re.search(rf"\b{b}\b", text)), module)
+    found = (unit for name, unit in _SHARED_BUILDS.items() if re.search(rf"\b{name}\b", text))
+    return next(found, module)
 
 
 @pytest.hookimpl(optionalhook=True)

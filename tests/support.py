@@ -5,6 +5,7 @@ make_timed_project(dst)   the same plus `timed-sum`, a CPU lab whose timings car
 write_timed_run(root, run_id, values)   a good run of `timed-sum` with these values
 serving(folder)      a folder served over HTTP on 127.0.0.1 for the length of a block
 free_port()          a TCP port nobody listens on right now
+fresh_clone(dst)     the repository's files as a clone has them (no site, no caches)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,35 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def fresh_clone(dst: Path) -> Path:
+    """The repository's files as a clone has them (written now): tracked, and new files not
+    ignored; no site, no caches, no records made here."""
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (dst / name).parent.mkdir(parents=True, exist_ok=True)
+            (dst / name).write_bytes(source.read_bytes())
+    return dst
+
+
+@dataclass(frozen=True)
+class Published:
+    """The repository published from a fresh clone by the CLI (conftest.py's `repo_published`)."""
+
+    root: Path  # the clone (fresh_clone)
+    done: subprocess.CompletedProcess[str]  # `course publish --site-url URL --to out/` there
+    url: str  # the address published for: a local port, which `repo_site` serves
+
+    @property
+    def site_dir(self) -> Path:
+        return self.root / "out"
 
 
 def make_project(dst: Path) -> Path:

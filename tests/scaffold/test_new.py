@@ -1,17 +1,24 @@
 """`course new demo --part 9 --part-title "Demo part" && course run demo && course build`,
 exactly, on a fresh copy of the repository, on a machine without a GPU: the new lesson, in a new
-part, runs and builds at once."""
+part, runs and builds at once.
+
+The copy is of conftest.py's `repo_published` clone, with the `.cache/` its publication left
+(drawn figures, cards, the lessons' PDFs and zips, each kept under a hash of its inputs), and the
+build is for the address it was published for (COURSE_SITE_URL, which mkdocs.yml reads): the
+repository's own lessons, printed cold there, are reused here as a second build reuses them; the
+new lesson's page, figure, PDF and zip are made from nothing."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from support import COURSE, REPO
+from support import COURSE, Published
 
 from course.errors import LabError
 from course.lab.load import load_lab
@@ -19,31 +26,44 @@ from course.pages.lessons import lesson_pages
 from course.scaffold.new import TEMPLATES, new_lesson, placement
 
 
-def fresh_copy(dst: Path) -> Path:
-    """The repository's files as a clone has them (tracked, and new files not ignored)."""
-    listed = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        source = REPO / name
-        if source.is_file():
-            (dst / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dst / name)
-    return dst
-
-
-def course(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def course(
+    root: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`course ARGS` typed in the copy's folder (its own `course/` package)."""
     return subprocess.run(
-        [*COURSE, *args], cwd=root, capture_output=True, text=True, timeout=300, check=False
+        [*COURSE, *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **(env or {})},
     )
 
 
+def copy_of(published: Published, dst: Path) -> Path:
+    """The published clone with its `.cache/`, less the published site and its staging."""
+
+    def left_out(folder: str, names: list[str]) -> set[str]:
+        here = Path(folder)
+        return {
+            name
+            for name in names
+            if name == "__pycache__"
+            or (here == published.root and name == "out")
+            or (here == published.root / ".cache" and name == "publish")
+        }
+
+    shutil.copytree(published.root, dst, ignore=left_out)
+    return dst
+
+
 @pytest.mark.slow
-def test_course_new_then_run_then_build_works_at_once(tmp_path: Path) -> None:
-    root = fresh_copy(tmp_path / "clone")
+def test_course_new_then_run_then_build_works_at_once(
+    repo_published: Published, tmp_path: Path
+) -> None:
+    root = copy_of(repo_published, tmp_path / "clone")
+    assert not (root / "lab" / "demo").exists() and not (root / "site").exists()
     untitled = course(root, "new", "demo", "--part", "9")
     assert untitled.returncode == 1 and not (root / "lab" / "demo").exists()
     assert (
@@ -78,7 +98,7 @@ def test_course_new_then_run_then_build_works_at_once(tmp_path: Path) -> None:
     kept = run_dir / "files" / "requests" / "results" / "latency.json"
     assert len(json.loads(kept.read_text())["latencies_ms"]) == 200
 
-    built = course(root, "build")
+    built = course(root, "build", env={"COURSE_SITE_URL": repo_published.url})
     assert built.returncode == 0, built.stderr + built.stdout
     # the repository's own site too, from its committed records: home, authors' pages, lessons
     site = root / "site"
