@@ -110,21 +110,22 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 def kernel_profile(run: Any, device: torch.device, calls: int = 20) -> dict[str, Any]:
     """Where the GPU's time in one decode step goes: the kernels of `calls` replays of the step,
     by the profiler (CUPTI), as microseconds per step for each kernel name, slowest first. Two
-    runs that chose other kernels (the compiler's autotuning times its candidates at compile time)
-    show it here; the same kernels each slower point at the GPU (its clocks)."""
+    runs that chose other kernels show it here; the same kernels each slower point at the GPU (its
+    clocks)."""
     from torch.profiler import ProfilerActivity, profile
 
     try:
-        with warnings.catch_warnings(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the profiler's notes on its cycles: not ours
-            for _ in range(calls):
-                run()
-            torch.cuda.synchronize(device)
-        rows = [
-            {"name": e.key, "us": e.self_device_time_total / calls, "calls": e.count / calls}
-            for e in prof.key_averages()
-            if e.self_device_time_total > 0
-        ]
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(calls):
+                    run()
+                torch.cuda.synchronize(device)
+            rows = [  # (key_averages warns too, so it stays inside)
+                {"name": e.key, "us": e.self_device_time_total / calls, "calls": e.count / calls}
+                for e in prof.key_averages()
+                if e.self_device_time_total > 0
+            ]
     except (RuntimeError, AssertionError, AttributeError) as error:  # costs this table only
         return {"error": f"{type(error).__name__}: {error}"[:300], "kernels": [], "total_us": 0.0}
     rows.sort(key=lambda r: -r["us"])
@@ -195,7 +196,10 @@ def measure(
     bf16, prefix = engine_bf16(model, ids)
     if cuda:
         torch.cuda.empty_cache()  # the float32 copies' blocks go back before the decoder's own
-    dec = Decoder.from_transformers(model, depths[-1] + 1, fuse=compiled, autotune=True)
+    # Products go to cuBLAS, not to the compiler's autotuning: that times close candidates at
+    # compile time and may keep a different one each compile (three compiles of Qwen3-0.6B on one
+    # H200 decoded 7 % apart that way, 0.5 % with cuBLAS): a draw that no re-run repeats.
+    dec = Decoder.from_transformers(model, depths[-1] + 1, fuse=compiled, autotune=False)
     dec.fill_random()  # random keys and values: no timing runs on zeros
     for i, kv in enumerate(prefix):  # start our decoder from transformers' cache
         dec.cache[i, :, :, :16] = kv
@@ -281,7 +285,7 @@ def main() -> None:
     memory.part()
     compiled = cuda and not args.no_compile
     how = "one CUDA graph per depth" if cuda else "eager on the CPU"
-    how += ", small operations fused and products autotuned by torch.compile" if compiled else ""
+    how += ", small operations fused by torch.compile, products by cuBLAS" if compiled else ""
     results: dict[str, Any] = {
         "device": device.type,
         "tiny": args.tiny,  # the shrunk models of --device cpu --tiny: not the page's sizes
