@@ -31,6 +31,7 @@ from ..record.models import StepRecord, Value
 from ..record.noise import BUILD_MADE, BUILD_SECONDS
 from ..record.writer import RunWriter
 from .display import Display
+from .plan import Plan
 from .target import Host, Workspace
 from .terminal import clean, tail, transcript
 
@@ -188,6 +189,28 @@ def record_step(built: Built, build: Build, writer: RunWriter, redact: Redactor)
         BUILD_MADE: Value(value=built.made, type="str", unit="none"),
     }
     return rec
+
+
+def carry_reused(plan: Plan, names: set[str], writer: RunWriter) -> None:
+    """Record each build in `names`, which no step runs with this time, as reused from the run
+    its steps are reused from: a run that reuses every step of an engine still holds the build's
+    record (its release, commit and time), which the pages read beside those steps' values."""
+    for name in sorted(names):
+        users = [sp for sp in plan.steps if name in sp.step.uses]
+        sources = [sp.source for sp in users if sp.action == "reuse" and sp.source is not None]
+        if not sources or len(sources) < len(users):
+            continue  # a step of this engine is skipped (--only): nothing of it to show
+        step_id = "build-" + name.replace(".", "-")
+        source = sources[0]
+        if not any(s.id == step_id for s in source.record.steps):
+            continue  # an older record, from before builds were steps
+        old = source.record.step(step_id)
+        writer.copy_step(source, step_id)
+        rec = old.model_copy(deep=True)
+        rec.status = "reused"
+        rec.reused_from = old.reused_from or source.run_id
+        writer.record.steps.append(rec)
+    writer.save()
 
 
 def step_env(built: list[Built], base: dict[str, str]) -> dict[str, str]:

@@ -28,7 +28,7 @@ from ..record.masking import Redactor
 from ..record.models import Failure, Record, Run, RunStatus, StepRecord
 from ..record.store import Store
 from ..record.writer import RunWriter
-from .builds import ensure, record_step, releases, split_engine_specs, step_env
+from .builds import carry_reused, ensure, record_step, releases, split_engine_specs, step_env
 from .display import Display, summary_table
 from .engines import overlay
 from .host import gpu_slug
@@ -191,6 +191,7 @@ def _run_on(
                     used = {name for sp in plan.to_run for name in sp.step.uses}
                     wanted = {n: v for n, v in versions.items() if n in used}
                     _build(ctx, root, wanted, slug, options.wheels)
+                    carry_reused(plan, set(versions) - set(wanted), writer)
                     _execute(ctx, plan)
                     end_services(ctx)
                 except StepFailed as exc:

@@ -85,6 +85,30 @@ def test_a_build_is_made_once_recorded_and_a_new_release_reruns_its_users(
     assert latest.record.step("hello").values["said"].value == "greet 2.0 says hello"
 
 
+def test_a_run_that_reuses_every_user_of_a_build_keeps_the_builds_record(
+    project: Path, course: CourseRun
+) -> None:
+    """`--only plain` runs no step of the engine: the build is neither made nor lost, its record
+    (release, commit, time, log) comes along from the run its users are reused from."""
+    folder = project / "lab" / "greeter"
+    folder.mkdir()
+    (folder / "lab.yml").write_text(RECIPE)
+    source(project, "1.0")
+    assert course("run", "greeter").returncode == 0
+    first = Store(project / "build").runs("greeter")[-1]
+    alone = course("run", "greeter", "--only", "plain")
+    assert alone.returncode == 0, alone.stderr
+    assert "building greet" not in alone.stdout + alone.stderr
+    latest = Store(project / "build").runs("greeter")[-1]
+    assert latest.run_id != first.run_id and latest.good
+    statuses = {s.id: s.status for s in latest.record.steps}
+    assert statuses == {"build-greet": "reused", "plain": "ok", "hello": "reused"}
+    build = latest.record.step("build-greet")
+    assert build.reused_from == first.run_id
+    assert build.values["commit"].value == "c0ffee1.0"
+    assert "building greet 1.0" in latest.transcript("build-greet")
+
+
 CHAIN = """\
 lesson: chain
 title: Two steps that use one build, the second reading what the first made with it
