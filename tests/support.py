@@ -248,6 +248,17 @@ def chromium_browser() -> Iterator[Any]:
             browser.close()
 
 
+EVERY_BLOCK_LAID_OUT = ".md-typeset > * { content-visibility: visible !important; }"
+"""The lesson's large blocks are laid out only near the screen (course.css: content-visibility);
+an audit of the whole page (axe's colour contrast reads what is painted) needs them all laid
+out, as each is when a reader scrolls to it."""
+
+
+def lay_out_every_block(page: Any) -> None:
+    """Lay out every block of the page open in `page` (a Playwright page), offscreen ones too."""
+    page.add_style_tag(content=EVERY_BLOCK_LAID_OUT)
+
+
 @contextlib.contextmanager
 def serving(folder: Path, port: int = 0, not_found: str | None = None) -> Iterator[str]:
     """Serve a folder on a local port (a free one by default) for the duration of the block;

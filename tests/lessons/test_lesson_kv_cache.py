@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import COURSE, REPO, chromium_browser
+from support import COURSE, REPO, chromium_browser, lay_out_every_block
 
 from course.record.store import Store
 
@@ -91,6 +91,7 @@ def test_axe_finds_nothing_serious_on_the_kv_cache_page(
         tab = browser.new_page(base_url=base)
         tab.emulate_media(color_scheme=scheme)
         tab.goto(PAGE)
+        lay_out_every_block(tab)  # first: the page settles before anything scrolls it
         check = tab.locator('[data-check="allocator"]')
         check.locator("input[type=radio]").first.check()
         check.locator("button[type=submit]").click()
@@ -156,6 +157,36 @@ def test_every_install_line_names_real_extras_and_the_recorded_versions(
         peak = run.record.step(step).values["peak_gpu_memory_reserved"].value
         section = start.split(f": {step}")[1].split("## Step")[0]
         assert f"its peak GPU memory was {float(peak) / 2**30:.1f} GiB" in section, step
+
+
+def test_the_large_blocks_are_laid_out_when_they_come_near_the_screen(
+    site: tuple[Path, str],
+) -> None:
+    """Terminals, checks, figures and folded notes skip layout while far from the screen (the
+    start-up's main-thread time on a phone), and show whole once scrolled to."""
+    _, base = site
+    with chromium_browser() as browser:
+        page = browser.new_page(viewport={"width": 390, "height": 844})
+        page.goto(base + PAGE)
+        blocks = ".md-typeset > :is(.course-terminal, .course-check, .course-figure, details)"
+        kinds = page.evaluate(
+            f"""() => [...document.querySelectorAll('{blocks}')]
+                 .map(b => getComputedStyle(b).contentVisibility)"""
+        )
+        assert len(kinds) > 20 and set(kinds) == {"auto"}
+        last = page.locator(".md-typeset > .course-terminal").last
+        assert last.inner_text() == ""  # far below the first screen: not laid out yet
+        last.scroll_into_view_if_needed()
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.md-typeset > .course-terminal')].pop()"
+            ".innerText.includes('$')"
+        )
+        assert last.bounding_box()["height"] > 50
+        page.emulate_media(media="print")  # printed, every block is laid out
+        assert page.evaluate(
+            f"""() => [...document.querySelectorAll('{blocks}')]
+                 .every(b => getComputedStyle(b).contentVisibility === 'visible')"""
+        )
 
 
 @pytest.mark.parametrize("width", [390, 1280])

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 from support import (
     CHROMIUM,
     NO_ZENSICAL,
@@ -18,6 +19,7 @@ from support import (
     ZENSICAL,
     chromium_browser,
     free_port,
+    lay_out_every_block,
     make_project,
     serving,
 )
@@ -210,6 +212,9 @@ def test_a_folded_listing_comes_when_unfolded_and_copies_after_instant_navigatio
     context.on("request", lambda r: fetched.append(r.url) if "/code/" in r.url else None)
     tab = context.new_page()
     tab.goto(base)
+    # Material follows a click instantly only once it has read the sitemap (its list of the
+    # site's own pages): on a busy machine that request ends after the page's load
+    tab.wait_for_load_state("networkidle")
     tab.evaluate("window.__marker = 1")
     tab.locator(".course-lesson__title a", has_text="1.1 A tiny cache").click()
     tab.wait_for_url(f"**/{LESSON}")
@@ -240,10 +245,11 @@ def test_without_javascript_a_folded_listing_is_a_link_to_the_code(no_js: object
 def test_without_javascript_the_question_and_a_collapsed_answer_remain(no_js: object) -> None:
     tab = no_js
     check = tab.locator("#check-slower")
+    check.scroll_into_view_if_needed()  # laid out once near the screen (content-visibility)
     assert check.locator("legend").is_visible()
     answer_block = check.locator("details.course-check__answer")
     assert answer_block.is_visible() and answer_block.get_attribute("open") is None
-    assert check.locator("summary").inner_text() == "Answer"
+    expect(check.locator("summary")).to_have_text("Answer")  # once laid out, next frame
     assert check.locator("button[type=submit]").is_hidden()
 
 
@@ -253,6 +259,7 @@ def test_axe_finds_no_serious_violation_on_the_lesson_page(page: object, scheme:
 
     page.emulate_media(color_scheme=scheme)  # type: ignore[attr-defined]
     page.goto(LESSON)  # type: ignore[attr-defined]
+    lay_out_every_block(page)  # first: the page settles before anything scrolls it
     answer(page, "slower", 0)  # the revealed state too
     results = Axe().run(page)
     serious = [

@@ -18,6 +18,7 @@ from support import (
     STEM,
     add_hostile_step,
     inflated,
+    lay_out_every_block,
     make_project,
     serving,
 )
@@ -68,6 +69,7 @@ def test_the_browser_runs_no_recorded_script(built: BuildResult) -> None:
             tab = browser.new_page()
             tab.goto(base + "part-1/tiny/")
             tab.wait_for_load_state("load")
+            lay_out_every_block(tab)  # a figure far below is laid out near the screen only
             assert tab.evaluate("window.injected") is None
             links = tab.evaluate(
                 "[...document.querySelectorAll('[href]')].map(a => a.getAttribute('href'))"
