@@ -84,3 +84,34 @@ def test_what_only_start_here_and_compare_read_reruns_nothing(lesson: str) -> No
         assert hash_step(lab, plain, files, {}, "h200") == hash_step(lab, step, files, {}, "h200")
         bare[step.id] = plain != step
     assert any(bare.values()), "the lab declares none of them: the test proves nothing"
+
+
+@pytest.mark.parametrize(
+    ("lesson", "servers", "script"),
+    [
+        ("kv-cache", ["llama-server-4096", "llama-server-32768"], "decode_speed.py"),
+        ("prefix-caching", ["server-1", "server-4"], "paper.py"),
+    ],
+)
+def test_a_server_that_reads_no_lab_file_is_not_rerun_by_an_edited_script(
+    lesson: str, servers: list[str], script: str
+) -> None:
+    """llama-server reads the GGUF files its unit's steps made (`inputs: []`): a change to a
+    script of the lab that no llama.cpp step runs leaves the servers', and so the whole unit's
+    and its build's, hashes as they were (it re-ran them all, build included, before)."""
+    root = Path(__file__).resolve().parents[2]
+    lab = load_lab(root / "lab" / lesson / "lab.yml")
+    files = hash_lab_files(lab)
+    assert script in files
+    edited = {**files, script: "0" * 64}
+    for step_id in servers:
+        step = lab.lab.step(step_id)
+        assert step.inputs == [] and step.uses == ["llama.cpp"]
+        assert hash_step(lab, step, edited, {}, "h200") == hash_step(lab, step, files, {}, "h200")
+    readers = [
+        s
+        for s in lab.lab.steps
+        if hash_step(lab, s, edited, {}, "h200")[1].inputs
+        != hash_step(lab, s, files, {}, "h200")[1].inputs
+    ]
+    assert readers and all("llama.cpp" not in s.uses for s in readers), [s.id for s in readers]
