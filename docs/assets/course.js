@@ -269,10 +269,13 @@
       box.innerHTML = got[0];
       var node = box.querySelector("form[data-calculator]");
       if (!node) throw new Error("no form in " + src);
+      // the form came by itself while the reader's focus was on its button (tabbing to the
+      // button brings it near the screen): the focus goes into the form, not lost with the button
+      var held = slot.contains(document.activeElement);
       slot.replaceWith(node);
       got[1].mount(node);
       var first = node.querySelector("input, select, textarea");
-      if (slot.getAttribute("data-focus") && first) first.focus();
+      if ((slot.getAttribute("data-focus") || held) && first) first.focus();
     }).catch(function () {
       slot.removeAttribute("data-state");
       slot.removeAttribute("aria-busy");

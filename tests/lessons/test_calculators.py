@@ -374,6 +374,17 @@ def test_a_calculator_mounts_once_after_instant_navigation(tab: Any) -> None:
     assert len([u for u in tab.requests if u.endswith("calculator.js")]) == 1
 
 
+def test_a_form_that_comes_by_itself_takes_the_focus_its_button_had(tab: Any) -> None:
+    """Tabbing to the button brings it near the screen, and the form comes without a key
+    pressed: the focus goes into the form instead of being lost with the button."""
+    tab.goto("part-2/kv-cache/")
+    tab.locator("#calc-kv-cache .course-calc__slot[data-watched]").wait_for(state="attached")
+    assert tab.locator("form[data-calculator=kv-cache]").count() == 0  # far below: not yet
+    tab.locator("#calc-kv-cache [data-action=open-calculator]").focus()  # scrolls it near
+    tab.locator("form[data-calculator=kv-cache][data-calc-state=ready]").wait_for()
+    tab.wait_for_function("document.activeElement && document.activeElement.name === 'config_json'")
+
+
 def test_a_calculator_works_by_keyboard(tab: Any) -> None:
     tab.goto("part-2/kv-cache/")
     # the page's script has wired the button (it marks the slot as it does): a key pressed
