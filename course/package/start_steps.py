@@ -9,10 +9,10 @@ import re
 
 from ..lab.load import LoadedLab
 from ..lab.schema import AnyStep, Build, StartStep, StopStep, step_command
-from ..pages.facts import build_seconds, build_step_id, gpu_name, gpu_steps, step_peak
+from ..pages.facts import build_seconds, gpu_name, gpu_steps, step_peak
 from ..pages.format import duration
 from ..pages.install import lab_spec
-from ..record.models import PROMPT, Run
+from ..record.models import PROMPT, Run, build_step_id
 
 # Expected output longer than this is shown as its head and tail.
 HEAD_LINES = 40

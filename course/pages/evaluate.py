@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..lab.load import load_lab
-from ..record.models import Run
+from ..record.models import Run, build_step_id
 from ..record.noise import BUILD_FACTS, Rules
 from .claims import claim_line, plain_text
 from .context import FigureData, PageContext
-from .facts import build_step_id
 from .lessons import scan
 from .render import render_page
 from .widgets import load_drawer, script_failure

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..lab.facts import FACTS_FILE, Price, load_facts
 from ..lab.load import LoadedLab
-from ..record.models import Run, Value
+from ..record.models import Run, Value, build_step_id
 from ..record.units import convert
 from .format import day, duration, minutes_text, money
 
@@ -106,11 +106,6 @@ def hands_on(run: Run, lab: LoadedLab | None) -> HandsOn:
     return HandsOn(
         steps, setup.install_seconds, setup.download_seconds, builds, typing_seconds(lab)
     )
-
-
-def build_step_id(name: str) -> str:
-    """The record's step id of a build: 'build-llama-cpp' for llama.cpp."""
-    return "build-" + name.replace(".", "-")
 
 
 def build_seconds(run: Run, name: str) -> float | None:

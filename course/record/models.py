@@ -169,6 +169,11 @@ class HostFacts(_Model):
     setup: Setup | None = None
 
 
+def build_step_id(name: str) -> str:
+    """The record's step id of a build: `build-llama-cpp` for llama.cpp."""
+    return "build-" + name.replace(".", "-")
+
+
 class StepRecord(_Model):
     """One step of a run."""
 

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from ..lab.load import LoadedLab
 from ..pages.format import duration
-from ..record.models import Run
+from ..record.models import Run, build_step_id
 from ..record.store import Store
 from ..run.plan import Plan, make_plan
 from .outdated import engines_of
@@ -55,7 +55,7 @@ class LessonPlan:
             return 0.0
         took = {s.id: s.seconds or 0.0 for s in self.good.record.steps}
         steps = [p.step for p in self.plan.to_run if not gpu_only or p.step.needs == "gpu"]
-        builds = {"build-" + name.replace(".", "-") for s in steps for name in s.uses}
+        builds = {build_step_id(name) for s in steps for name in s.uses}
         return sum(took.get(s.id, 0.0) for s in steps) + sum(took.get(b, 0.0) for b in builds)
 
 

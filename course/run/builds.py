@@ -27,7 +27,7 @@ from ..errors import RunError
 from ..lab.load import LoadedLab
 from ..lab.schema import Build
 from ..record.masking import Redactor
-from ..record.models import StepRecord, Value
+from ..record.models import StepRecord, Value, build_step_id
 from ..record.noise import BUILD_MADE, BUILD_SECONDS
 from ..record.writer import RunWriter
 from .display import Display
@@ -57,8 +57,8 @@ class Built:
 
     @property
     def step_id(self) -> str:
-        """The record's step for it: `build-llama-cpp` for llama.cpp."""
-        return "build-" + self.name.replace(".", "-")
+        """The record's step for it (`build_step_id`)."""
+        return build_step_id(self.name)
 
 
 def split_engine_specs(loaded: LoadedLab, specs: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -200,7 +200,7 @@ def carry_reused(plan: Plan, names: set[str], writer: RunWriter) -> None:
         sources = [sp.source for sp in users if sp.action == "reuse" and sp.source is not None]
         if not sources or len(sources) < len(users):
             continue  # a step of this engine is skipped (--only): nothing of it to show
-        step_id = "build-" + name.replace(".", "-")
+        step_id = build_step_id(name)
         source = sources[0]
         if not any(s.id == step_id for s in source.record.steps):
             continue  # an older record, from before builds were steps
