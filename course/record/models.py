@@ -194,6 +194,13 @@ class StepRecord(_Model):
     reused_from: str | None = None
     error: str | None = None
 
+    def reused(self, run_id: str) -> StepRecord:
+        """This step as a later run records it when it reuses it from run `run_id` (or from the
+        run this one was itself reused from)."""
+        return self.model_copy(
+            deep=True, update={"status": "reused", "reused_from": self.reused_from or run_id}
+        )
+
 
 class Failure(_Model):
     """Why a run stopped."""

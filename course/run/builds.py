@@ -204,12 +204,8 @@ def carry_reused(plan: Plan, names: set[str], writer: RunWriter) -> None:
         source = sources[0]
         if not any(s.id == step_id for s in source.record.steps):
             continue  # an older record, from before builds were steps
-        old = source.record.step(step_id)
         writer.copy_step(source, step_id)
-        rec = old.model_copy(deep=True)
-        rec.status = "reused"
-        rec.reused_from = old.reused_from or source.run_id
-        writer.record.steps.append(rec)
+        writer.record.steps.append(source.record.step(step_id).reused(source.run_id))
     writer.save()
 
 

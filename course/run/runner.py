@@ -386,9 +386,7 @@ def _reuse(ctx: Context, sp: StepPlan) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(sp.source.kept_file(sp.step.id, kept.path), target)
     ctx.ws.push([kept.path for kept in old.files])
-    rec = old.model_copy(deep=True)
-    rec.status = "reused"
-    rec.reused_from = old.reused_from or sp.source.run_id
+    rec = old.reused(sp.source.run_id)
     rec.hash, rec.hash_parts = sp.hash, sp.parts
     ctx.writer.record.steps.append(rec)
     ctx.writer.save()
