@@ -195,18 +195,21 @@ def carry_reused(plan: Plan, names: set[str], writer: RunWriter) -> None:
     """Record each build in `names`, which no step runs with this time, as reused from the run
     its steps are reused from: a run that reuses every step of an engine still holds the build's
     record (its release, commit and time), which the pages read beside those steps' values."""
+    carried = False
     for name in sorted(names):
         users = [sp for sp in plan.steps if name in sp.step.uses]
         sources = [sp.source for sp in users if sp.action == "reuse" and sp.source is not None]
         if not sources or len(sources) < len(users):
             continue  # a step of this engine is skipped (--only): nothing of it to show
-        step_id = build_step_id(name)
-        source = sources[0]
-        if not any(s.id == step_id for s in source.record.steps):
+        step_id, source = build_step_id(name), sources[0]
+        old = next((s for s in source.record.steps if s.id == step_id), None)
+        if old is None:
             continue  # an older record, from before builds were steps
         writer.copy_step(source, step_id)
-        writer.record.steps.append(source.record.step(step_id).reused(source.run_id))
-    writer.save()
+        writer.record.steps.append(old.reused(source.run_id))
+        carried = True
+    if carried:
+        writer.save()
 
 
 def step_env(built: list[Built], base: dict[str, str]) -> dict[str, str]:
