@@ -65,7 +65,9 @@ def build(
     """The kit's decoder over Qwen3-8B weights and a cache of `slots` tokens; the config as a
     dict; and a phrase saying which weights these are. Random weights are made in the decoder's
     layout (never held twice); real ones are joined in place."""
-    options = {"fuse": compile_ops, "autotune": compile_ops}
+    # The products go to cuBLAS, which picks the same kernels on every compile; the compiler's own
+    # autotuned kernels were a little faster but a different draw from one compile to the next.
+    options = {"fuse": compile_ops, "autotune": False}
     if weights:
         from transformers import AutoModelForCausalLM
 
