@@ -192,6 +192,11 @@ def test_classify_noise_between_hosts_free_values_and_rounding() -> None:
     hosts = classify(old, new, between_hosts=0.05)
     assert (hosts.kind, hosts.between_hosts) == ("noise", True)
     assert classify(old, new, between_hosts=0.03).kind == "moved"  # +4 % is beyond 3 %
+    # a host-bound wait that doubles between hosts is 100 % apart whichever host ran first
+    short, long = timed(25.0, 24.0, 24.5, 25.5, 26.0), timed(50.0, 49.0, 49.5, 50.5, 51.0)
+    for pair in ((short, long), (long, short)):
+        assert classify(*pair, between_hosts=1.0).kind == "noise"
+        assert classify(*pair, between_hosts=0.9).kind == "moved"
     assert classify(old, new, declared_free=True).kind == "moved"  # timed: its spread judges it
     count = plain(17, "none", "int"), plain(12, "none", "int")
     assert classify(*count).kind == "changed"

@@ -63,39 +63,43 @@ class Build(_Strict):
     a build that does not make them all fails, naming the missing ones."""
 
 
+MOST_APART = 300
+"""The most a lab may declare its values apart between hosts, in percent: one host's value four
+times the other's; more than that is a typo or not the same measurement."""
+
+
 class Noise(_Strict):
     """How far this lab's timed values move between two honest runs (nothing changed but the
     host), for `course diff`: a value whose quartiles no longer overlap but which moved by no
     more than this (its pattern's percent under `values`, else `between_hosts`) is within noise
     between hosts, not moved."""
 
-    between_hosts: float = Field(default=0.0, ge=0, lt=100, examples=[2])
+    between_hosts: float = Field(default=0.0, ge=0, le=MOST_APART, examples=[2])
     """Percent a timed value may move between two hosts of the same GPU kind and still count as
-    noise, as two runs of the lab measured it (`bench/stability.py`); 0: every move beyond the
+    noise, as two runs of the lab measured it (`bench/stability.py`), the larger run's value
+    over the smaller's (100: one host's value twice the other's); 0: every move beyond the
     quartiles is listed. The lesson page should say what such a move depends on."""
-    values: dict[str, Annotated[float, Field(ge=0, lt=100)]] = Field(
+    values: dict[str, Annotated[float, Field(ge=0, le=MOST_APART)]] = Field(
         default={}, examples=[{"concurrency.tok_s_*": 50, "decode-speed.eager_*": 15}]
     )
     """Percent for the values that move between hosts more than the others (a Python
     scheduler's throughput follows the host CPU; a GPU-bound speed hardly moves), by patterns
     on `step.value` (`*` any characters, `?` one, `[...]` one of them): the first pattern that
     matches a value, in the order written, decides it instead of `between_hosts`; each percent
-    is from 0 up to (not including) 100. A pattern that matches no captured value of the lab is
-    refused (a typo would silently do nothing)."""
+    is from 0 to `MOST_APART` (a host-bound wait that doubles between hosts: 100). A pattern
+    that matches no captured value of the lab is refused (a typo would silently do nothing)."""
     source: str | None = Field(default=None, examples=["2026-12-01T222234Z-h200 against ..."])
     """The runs that measured it, for the next author."""
 
     @field_validator("values", mode="before")
     @classmethod
     def _percents(cls, values: Any) -> Any:
-        """Each pattern's percent is a number from 0 up to (not including) 100, the error naming
-        the pattern."""
+        """Each pattern's percent is a number from 0 to `MOST_APART`, the error naming the
+        pattern."""
         if not isinstance(values, dict):
             return values
         for pattern, pct in values.items():
             number = isinstance(pct, (int, float)) and not isinstance(pct, bool)
-            if not number or not 0 <= pct < 100:
-                raise ValueError(
-                    f"'{pattern}': {pct!r} is not a percent from 0 up to (not including) 100"
-                )
+            if not number or not 0 <= pct <= MOST_APART:
+                raise ValueError(f"'{pattern}': {pct!r} is not a percent from 0 to {MOST_APART}")
         return values

@@ -12,7 +12,9 @@ The rules (RECORD.md, "Two runs of a value"):
   --tolerance`), and is within noise otherwise, marked "no spread recorded";
 - a timed value whose quartiles are apart but which moved by no more than the lab's declared
   noise between hosts is within noise, marked so: the quartiles of one run know nothing of the
-  next host's clocks and CPU. The first of lab.yml's `noise.values` patterns that matches the
+  next host's clocks and CPU. How far it moved is measured whichever run came first (`apart`:
+  the larger value over the smaller, less 1), so a host-bound wait that doubles on one host
+  and halves on the next is 100 % apart both ways. The first of lab.yml's `noise.values` patterns that matches the
   value (`concurrency.tok_s_*: 50`) sets that noise; `noise.between_hosts` sets it for the
   others (`Rules.host_noise`; the caller hands `classify` the one for the value);
 - a value its lab declares `scales: free` that is not a timed value with a spread (an integer
@@ -131,10 +133,22 @@ def classify(
         lo, hi = (convert(x, new.unit, old.unit) for x in (new.spread.q1, new.spread.q3))
         if not (before[1] < lo or hi < before[0]):
             return Verdict("noise", (before, (lo, hi)))
-        if relative <= between_hosts:
+        if apart(a, b) <= between_hosts:
             return Verdict("noise", (before, (lo, hi)), between_hosts=True)
         return Verdict("moved", (before, (lo, hi)))
     return Verdict("moved" if relative > tolerance else "noise", no_spread=True)
+
+
+def apart(a: float, b: float) -> float:
+    """How far apart two runs' values are, whichever ran first: the larger over the smaller,
+    less 1 (a wait of 25 ms on one host and 50 ms on another are 100 % apart either way);
+    infinite when one is 0 or their signs differ."""
+    if a == b:
+        return 0.0
+    if a * b <= 0:
+        return float("inf")
+    small, large = sorted((abs(a), abs(b)))
+    return large / small - 1
 
 
 def _same_float(old: Value, new: Value) -> bool:

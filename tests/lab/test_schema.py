@@ -333,8 +333,8 @@ def test_a_noise_pattern_wholly_behind_an_earlier_one_is_refused(tmp_path: Path)
     load_lab(write_lab(tmp_path / "own", NOISE_LAB.format(values=values)))
 
 
-@pytest.mark.parametrize("pct", ["100", "-1", "'half'"])
-def test_a_noise_percent_outside_0_to_100_is_refused_naming_its_pattern(
+@pytest.mark.parametrize("pct", ["301", "-1", "'half'"])
+def test_a_noise_percent_outside_0_to_300_is_refused_naming_its_pattern(
     tmp_path: Path, pct: str
 ) -> None:
     values = f"    'concurrency.tok_s_1': 5\n    'concurrency.tok_s_*': {pct}\n"
@@ -342,6 +342,5 @@ def test_a_noise_percent_outside_0_to_100_is_refused_naming_its_pattern(
     shown = pct.strip("'")
     said = repr(shown) if pct.startswith("'") else shown
     assert found == [
-        f"line 5: noise.values: 'concurrency.tok_s_*': {said} is not a percent from 0 up to "
-        "(not including) 100"
+        f"line 5: noise.values: 'concurrency.tok_s_*': {said} is not a percent from 0 to 300"
     ]
