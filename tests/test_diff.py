@@ -171,7 +171,7 @@ def test_diff_refuses_a_lab_yml_it_cannot_read_rather_than_judge_without_it(
     root = tmp_path / "site"
     shutil.copytree(release, root)
     lab = root / "lab" / LESSON / "lab.yml"
-    lab.write_text(lab.read_text() + "noise: {between_hosts: 200}\n")
+    lab.write_text(lab.read_text() + "noise: {between_hosts: 400}\n")
     done = course(root, "diff", LESSON)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert f"lab/{LESSON}/lab.yml" in done.stderr and "between_hosts" in done.stderr, done.stderr

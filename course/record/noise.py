@@ -13,10 +13,11 @@ The rules (RECORD.md, "Two runs of a value"):
 - a timed value whose quartiles are apart but which moved by no more than the lab's declared
   noise between hosts is within noise, marked so: the quartiles of one run know nothing of the
   next host's clocks and CPU. How far it moved is measured whichever run came first (`apart`:
-  the larger value over the smaller, less 1), so a host-bound wait that doubles on one host
-  and halves on the next is 100 % apart both ways. The first of lab.yml's `noise.values` patterns that matches the
-  value (`concurrency.tok_s_*: 50`) sets that noise; `noise.between_hosts` sets it for the
-  others (`Rules.host_noise`; the caller hands `classify` the one for the value);
+  the larger value over the smaller, less 1), so a host-bound wait of 25 ms on one host and
+  50 ms on another is 100 % apart in either order. The first of lab.yml's `noise.values`
+  patterns that matches the value (`concurrency.tok_s_*: 50`) sets that noise;
+  `noise.between_hosts` sets it for the others (`Rules.host_noise`; the caller hands
+  `classify` the one for the value);
 - a value its lab declares `scales: free` that is not a timed value with a spread (an integer
   such as how many of 256 steps changed their top token, or which row came out best; a
   prediction made from the run's own measurements) varies from run to run: listed apart, never a
