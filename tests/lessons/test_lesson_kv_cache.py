@@ -189,6 +189,35 @@ def test_the_large_blocks_are_laid_out_when_they_come_near_the_screen(
         )
 
 
+def test_the_palette_mark_is_on_the_body_before_the_bundle_runs_and_gone_after_it(
+    site: tuple[Path, str],
+) -> None:
+    """The body carries the palette switch's mark (data-md-color-switching) from the start, so
+    that the bundle's own setting restyles nothing; the bundle still takes it off after its
+    first frame, and transitions work again."""
+    _, base = site
+    with chromium_browser() as browser:
+        page = browser.new_page(viewport={"width": 390, "height": 844})
+        # parsing is done and the deferred bundle has not run yet
+        page.add_init_script(
+            """document.addEventListener('readystatechange', () => {
+                 if (document.readyState === 'interactive') window.__marked = {
+                   mark: document.body.hasAttribute('data-md-color-switching'),
+                   bundle: document.body.hasAttribute('data-md-color-media')};
+               });"""
+        )
+        page.goto(base + PAGE)
+        page.wait_for_function(
+            "() => document.body.hasAttribute('data-md-color-media')"
+            " && !document.body.hasAttribute('data-md-color-switching')"
+        )
+        assert page.evaluate("window.__marked") == {"mark": True, "bundle": False}
+        transition = page.evaluate(
+            "() => getComputedStyle(document.querySelector('.md-header')).transitionDuration"
+        )
+        assert any(float(d.rstrip("s")) > 0 for d in transition.split(",")), transition
+
+
 @pytest.mark.parametrize("width", [390, 1280])
 def test_nothing_overflows_the_page(site: tuple[Path, str], width: int) -> None:
     _, base = site
