@@ -12,8 +12,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from support import REPO, make_timed_project
+from support import REPO, make_timed_project, timed, write_timed_run
 
+from course.record.models import Gpu, HostFacts
 from course.record.store import Store
 
 BENCH = [sys.executable, str(REPO / "bench" / "stability.py")]
@@ -109,3 +110,55 @@ def test_the_text_report_of_two_named_runs(
     assert refused.value.code == 2
     said = capsys.readouterr().err
     assert "--runs names two runs of one lesson, made before (not with --run)" in said
+
+
+def test_noise_says_how_far_apart_the_runs_put_each_value_beside_the_declarations(
+    tmp_path: Path,
+) -> None:
+    """Three runs on two GPUs: the small sum 25 %, then 100 % apart (a wait that doubled on one
+    host), the large one 4 % apart, every time with quartiles apart; lab.yml gives
+    `time.small_*` 50 % and the rest 5 %. A value whose runs overlap in their quartiles needs
+    nothing, however far apart its medians."""
+    root = make_timed_project(tmp_path / "project")
+    lab = root / "lab" / "timed-sum" / "lab.yml"
+    noise = "noise:\n  between_hosts: 5\n  values:\n    'time.small_*': 50\n"
+    lab.write_text(lab.read_text().replace("steps:\n", noise + "steps:\n", 1))
+    points = [("2026-12-01T090000Z-h200", 0.20, 10.0, "GPU-a"),
+              ("2026-12-02T090000Z-h200", 0.25, 10.4, "GPU-b"),
+              ("2026-12-03T090000Z-h200", 0.40, 10.2, "GPU-b")]  # fmt: skip
+    for run_id, small, large, uuid in points:
+        values = {
+            "small_ms": timed(small, small * 0.9, small * 0.95, small * 1.05, small * 1.1),
+            "large_ms": timed(large, large - 0.2, large - 0.1, large + 0.1, large + 0.2),
+            # 20 to 40 ms, 100 % apart, but its quartiles always overlap: within noise
+            "large_best_ms": timed(small * 100, 1.0, 2.0, 90.0, 100.0),
+        }
+        write_timed_run(
+            root, run_id, values, host=HostFacts(gpu=Gpu(name="NVIDIA H200", uuid=uuid))
+        )
+    command = [*BENCH, "--root", str(root), "timed-sum", "--noise"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr  # the small sum is further apart than its 50 %
+    assert done.stdout.splitlines() == [
+        "timed-sum: 3 good runs, 2026-12-01T090000Z-h200 … 2026-12-03T090000Z-h200, on 2 GPUs by "
+        "uuid",
+        "  noise.values 'time.small_*' 50 %, 1 value: the neediest time.small_ms, 100 % apart "
+        "with quartiles apart (2026-12-01T090000Z-h200 and 2026-12-03T090000Z-h200)",
+        "  between_hosts 5 %, 2 values: the neediest time.large_ms, 4 % apart with quartiles apart "
+        "(2026-12-01T090000Z-h200 and 2026-12-02T090000Z-h200)",
+        "  further apart than declared: 1",
+        "    time.small_ms 100 % (declared 50 %)",
+    ]
+    # the first two runs alone: 25 % and 4 %, each within its declaration
+    among = ["--among", "2026-12-01T090000Z-h200", "2026-12-02T090000Z-h200", "--markdown"]
+    done = subprocess.run([*command, *among], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[2:] == [
+        "| timed-sum | 2 | 2 | `time.small_*` | 1 | `time.small_ms` | 25 % | 50 % |",
+        "| timed-sum | 2 | 2 | between_hosts | 2 | `time.large_ms` | 4 % | 5 % |",
+    ]
+    refused = subprocess.run([*BENCH, "--root", str(root), "timed-sum", *among[:3]],
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert refused.returncode == 2 and "--among names runs of one lesson, for --noise" in (
+        refused.stderr
+    )
