@@ -84,7 +84,8 @@ def make_runs(root: Path, lesson: str, count: int = 2) -> list[str]:
 def stability(root: Path, lesson: str, runs: list[str] | None) -> tuple[Report, list[Widest]]:
     """The diff of two runs of a lesson, and the newer run's widest spread per step."""
     store = Store(root / "build")
-    old, new = pick_runs(store, lesson, *(runs or [None, None]))
+    first, second = (runs[0], runs[1]) if runs else (None, None)
+    old, new = pick_runs(store, lesson, first, second)
     pages = lambda run: evaluate_pages(root, lesson, run)  # noqa: E731 - one use, one line
     report = compare(old, new, pages, rules_of(root, lesson))
     return report, widest_spreads(new)
