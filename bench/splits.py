@@ -8,8 +8,9 @@ slices for the LM head and 1, 1 and 16 for `down`, and with them its request ste
 moved by 1 MiB. This bench shows, for Qwen3-8B's shapes (random bf16 weights), per kind of matrix:
 
     eager choices   what `fastest_splits` picked in each of --calls calls, as the lab calls it
-    graph timing    each count's time per product, 20 rotations captured in one CUDA graph and
-                    replayed --replays times (median and quartiles): no host between the kernels
+    graph timing    each count's time per product, 20 rotations recorded as one CUDA graph and
+                    replayed --replays times (the kit's graphed and time_gpu: median and
+                    quartiles): no host between the kernels
     gap             the best count's lead over the runner-up, and over 1 slice
 
 A choice is firm when the best count leads by more than the replays' spread; a kit that keeps a
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections import Counter
 from pathlib import Path
@@ -33,7 +33,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab" / "common"))
 
 import torch  # noqa: E402
+from labkit import timing  # noqa: E402
 from labkit.kernels import SPLITS, fastest_splits, matvec  # noqa: E402
+from labkit.timing import Spread  # noqa: E402
 
 SHAPES = {  # Qwen3-8B's matrices, [out, in], as the decoder holds them (q, k, v joined; gate, up)
     "qkv": (6144, 4096),
@@ -46,38 +48,14 @@ ROTATION = 20
 """Products per graph replay, rotating over the weights (as `fastest_splits` times them)."""
 
 
-def graph_times(weights: list[torch.Tensor], splits: int, replays: int) -> list[float]:
-    """Seconds per product with `splits` slices: ROTATION products over the weights captured in
-    one CUDA graph, each replay timed by CUDA events."""
+def graph_times(weights: list[torch.Tensor], splits: int, replays: int) -> Spread:
+    """Seconds per product with `splits` slices: ROTATION products over the weights recorded as
+    one CUDA graph (the kit's `graphed`), its replays timed by CUDA events (`time_gpu`)."""
     x = torch.randn(1, weights[0].shape[1], dtype=weights[0].dtype, device=weights[0].device)
     order = [weights[i % len(weights)] for i in range(ROTATION)]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm up on a side stream, as graph capture wants
-        for w in order:
-            matvec(x, w, splits)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for w in order:
-            matvec(x, w, splits)
-    graph.replay()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1000 / ROTATION)
-    del graph
-    return times
-
-
-def quartiles(xs: list[float]) -> tuple[float, float, float]:
-    """The first quartile, the median and the third quartile."""
-    q1, q2, q3 = statistics.quantiles(xs, n=4, method="inclusive")
-    return q1, q2, q3
+    replay = timing.graphed(lambda: [matvec(x, w, splits) for w in order], x.device)
+    return timing.derive(timing.time_gpu(replay, x.device, repeats=replays, calls=1),
+                         lambda t: t / ROTATION)  # fmt: skip
 
 
 def bench_role(role: str, calls: int, replays: int) -> dict[str, Any]:
@@ -86,23 +64,21 @@ def bench_role(role: str, calls: int, replays: int) -> dict[str, Any]:
     count = 1 if role == "head" else 4  # the head is one matrix; the others, one per layer
     weights = [torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02 for _ in range(count)]
     choices = Counter(fastest_splits(weights) for _ in range(calls))
-    timed = {s: quartiles(graph_times(weights, s, replays)) for s in SPLITS if k % s == 0}
-    ranked = sorted(timed, key=lambda s: timed[s][1])
+    timed = {s: graph_times(weights, s, replays) for s in SPLITS if k % s == 0}
+    ranked = sorted(timed, key=lambda s: timed[s].median)
     best, runner = ranked[0], ranked[1]
-    spread = (timed[best][2] - timed[best][0]) / timed[best][1]
+    spread = (timed[best].q3 - timed[best].q1) / timed[best].median
     del weights
     torch.cuda.empty_cache()
     return {
         "role": role,
         "shape": [n, k],
         "eager_choices": dict(sorted(choices.items())),
-        "graph_seconds": {
-            str(s): {"q1": q[0], "median": q[1], "q3": q[2]} for s, q in timed.items()
-        },
+        "graph_seconds": {str(s): t.as_dict() for s, t in timed.items()},
         "best": best,
-        "lead_over_runner_up": timed[runner][1] / timed[best][1] - 1,
+        "lead_over_runner_up": timed[runner].median / timed[best].median - 1,
         "runner_up": runner,
-        "lead_over_whole": timed[1][1] / timed[best][1] - 1,
+        "lead_over_whole": timed[1].median / timed[best].median - 1,
         "best_spread": spread,
     }
 
