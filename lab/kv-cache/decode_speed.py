@@ -217,7 +217,7 @@ def measure(
         " small kernel set this pace, not the GPU's memory)"
     )
     splits = ", ".join(f"{k}={v}" for k, v in dec.splits.items())
-    said = f"our decoder ({how}; K slices per product, fastest measured: {splits}):"
+    said = f"our decoder ({how}; K slices per product, as timed at start-up: {splits}):"
     print(textwrap.fill(said, 98, initial_indent="  ", subsequent_indent="  "))
     print(
         "  check: next-token logits after 16 tokens, against transformers' layers in float32"

@@ -539,7 +539,7 @@ def test_split_products_add_up_and_a_second_copy_of_the_kit_imports(
     import torch
 
     path = Path(kit["decoder"].__file__).with_name("kernels.py")
-    spec = importlib.util.spec_from_file_location("kernels_again", path)
+    spec = importlib.util.spec_from_file_location("labkit.kernels_again", path)
     assert spec is not None and spec.loader is not None
     again = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(again)  # the op is registered once per process: no error
@@ -548,3 +548,34 @@ def test_split_products_add_up_and_a_second_copy_of_the_kit_imports(
     for splits in (1, 2, 8):
         got = again.matvec(x, w, splits)
         assert got.shape == (1, 48) and torch.allclose(got, x @ w.t(), atol=1e-4)
+
+
+def test_the_split_choice_takes_the_fewest_slices_that_win_beyond_noise(
+    kit: dict[str, ModuleType],
+) -> None:
+    import labkit.kernels as kernels
+
+    spread = kit["timing"].Spread.of
+
+    def times(**medians: float) -> dict[int, Any]:
+        # 9 samples around each median, quartiles +-0.5 %
+        return {int(k[1:]): spread([m * (1 + d) for d in (-0.01, -0.005, -0.005, 0, 0, 0, 0.005,
+                                                          0.005, 0.01)])  # fmt: skip
+                for k, m in medians.items()}  # fmt: skip
+
+    # 4 slices lead 2 by 1 %: noise, so 2; 1 slice is 30 % slower: kept out
+    assert kernels.choose_splits(times(s1=130, s2=101, s4=100, s8=120)) == 2
+    # a lead of 3 % over 1 slice is inside the 5 % margin: 1, on any host
+    assert kernels.choose_splits(times(s1=103, s2=100, s4=100.5)) == 1
+    # a lead beyond the margin counts
+    assert kernels.choose_splits(times(s1=110, s2=100, s16=104)) == 2
+    # wide quartiles widen the margin: a 12 % lead within 30 % of spread is no lead
+    wide = {1: spread([100, 80, 120, 90, 110]), 4: spread([88, 87, 89, 88, 88])}
+    assert kernels.choose_splits(wide) == 1
+    assert kernels.choose_splits(wide, margin=0.0) == 1
+    narrow = {1: spread([100, 99, 101, 100, 100]), 4: spread([88, 87, 89, 88, 88])}
+    assert kernels.choose_splits(narrow) == 4
+    # on the CPU nothing is timed
+    import torch
+
+    assert kernels.fastest_splits([torch.zeros(8, 16)]) == 1

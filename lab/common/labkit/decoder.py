@@ -8,7 +8,8 @@ over the latents themselves). The cache can be kept in bf16 or in fp8 with a flo
 vector (designs without latents or windows).
 
 Arranged for speed: q, k and v are one matrix and gate and up another (fewer, larger products);
-each matrix-vector product is split along K into as many slices as runs fastest on this GPU;
+each matrix-vector product is split along K into the fewest slices that run within 5 % of
+the fastest count on this GPU (kernels.fastest_splits, timed as CUDA graphs);
 torch.compile fuses the small element-wise steps (norms, rotary embedding, residual adds) and,
 with `autotune`, times its own kernels against cuBLAS; `graph(pos)` records a whole step as a
 CUDA graph, replayed with no Python and no launch one by one (on the side stream of timing.py).
@@ -157,7 +158,8 @@ class Decoder:
     fuse       compile the small operations with torch.compile (GPU only)
     autotune   let the compiler time its own matrix-vector kernels against cuBLAS and keep the
                faster per weight shape (mode max-autotune-no-cudagraphs; slower to compile)
-    split_k    time 1 to 16 slices of K per kind of matrix and keep the fastest (GPU only)
+    split_k    time 1 to 16 slices of K per kind of matrix and keep the fewest within 5 % of the
+               fastest (kernels.fastest_splits; GPU only)
     cache      "bf16", or "fp8": float8 e4m3 numbers with a float32 scale per head and token,
                quantised on write and dequantised on read (designs without latents or windows)
     """

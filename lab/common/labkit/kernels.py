@@ -8,6 +8,9 @@ from typing import Any
 import torch
 from torch.nn.attention import SDPBackend
 
+from . import timing
+from .timing import Spread
+
 # Flash attention first: for a few queries against many keys it splits the keys across the GPU's
 # processors (split-KV); the others are fallbacks (the CPU, unusual shapes).
 ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
@@ -87,27 +90,53 @@ def matvec(x: torch.Tensor, w: torch.Tensor, splits: int = 1) -> torch.Tensor:
     return split_matvec(x, w, splits).float().sum(0, keepdim=True).to(x.dtype)
 
 
-def fastest_splits(weights: list[torch.Tensor]) -> int:
-    """Time one matrix-vector product for 1, 2, 4, 8 and 16 slices of K; the fastest (1 on the
-    CPU, and for slices K does not divide into). The product rotates over up to four matrices
-    (several layers'), so the L2 cache does not flatter it."""
+SPLIT_MARGIN = 0.05
+"""How much faster than fewer slices a count must run to be kept: the fewest slices whose median is
+within this fraction (or within the two counts' quartiles, if wider) of the fastest is chosen."""
+ROTATION = 20
+"""Products per timed graph replay, rotating over up to four matrices (several layers'), so the L2
+cache does not flatter a matrix that would fit in it."""
+
+
+def time_splits(weights: list[torch.Tensor], repeats: int = 7) -> dict[int, Spread]:
+    """Seconds per matrix-vector product for each count of K slices (1, 2, 4, 8, 16; those K divides
+    into), the reduction included: ROTATION products recorded as one CUDA graph per count, so the
+    host's launches are not what is timed, then `repeats` rounds that time every count once each
+    (paired: a clock that moves during the rounds moves all counts alike). GPU only."""
     w0 = weights[0]
-    if w0.device.type != "cuda":
-        return 1
     x = torch.randn(1, w0.shape[1], dtype=w0.dtype, device=w0.device)
-    times = {}
-    for splits in (s for s in SPLITS if w0.shape[1] % s == 0):
-        run = [
-            lambda w=w, s=splits: (x @ w.t()) if s == 1 else split_matvec(x, w, s)
-            for w in weights[:4]
-        ]
-        for f in run * 2:
-            f()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for f in run * 20:
-            f()
-        end.record()
-        end.synchronize()
-        times[splits] = start.elapsed_time(end)
-    return min(times, key=lambda k: times[k])
+    order = [weights[i % min(4, len(weights))] for i in range(ROTATION)]
+    counts = [s for s in SPLITS if w0.shape[1] % s == 0]
+    replays = {
+        s: timing.graphed(lambda s=s: [matvec(x, w, s) for w in order], w0.device) for s in counts
+    }
+    samples: dict[int, list[float]] = {s: [] for s in counts}
+    for _ in range(repeats):
+        for s in counts:
+            spread = timing.time_gpu(replays[s], w0.device, repeats=1, warmup=1, calls=2)
+            samples[s].append(spread.median / ROTATION)
+    del replays  # the graphs' memory goes back to the allocator
+    torch.cuda.empty_cache()
+    return {s: Spread.of(v) for s, v in samples.items()}
+
+
+def choose_splits(times: dict[int, Spread], margin: float = SPLIT_MARGIN) -> int:
+    """The fewest slices that ran as fast as the fastest count, give or take `margin` or the two
+    counts' quartiles (whichever is wider): a count that wins by less than the noise is not
+    taken, so the choice is the same on every GPU of a kind, whatever host drives it."""
+    best = min(times, key=lambda s: times[s].median)
+    fastest = times[best]
+    for s in sorted(times):
+        t = times[s]
+        noise = max(margin, (t.q3 - t.q1) / t.median + (fastest.q3 - fastest.q1) / fastest.median)
+        if t.median <= fastest.median * (1 + noise):
+            return s
+    return best
+
+
+def fastest_splits(weights: list[torch.Tensor]) -> int:
+    """The number of K slices to split these matrices' products into: 1 on the CPU, else
+    choose_splits(time_splits(weights))."""
+    if weights[0].device.type != "cuda":
+        return 1
+    return choose_splits(time_splits(weights))
