@@ -47,7 +47,11 @@ def cli(ctx: click.Context, root: Path | None) -> None:
 @cli.command()
 @click.argument("lesson", required=False)
 @click.option(
-    "--only", "only", metavar="STEP", help="Run only this step; reuse or skip the others."
+    "--only",
+    "only",
+    metavar="STEP",
+    multiple=True,
+    help="Run only this step (repeatable: these steps); reuse or skip the others.",
 )
 @click.option("--from", "from_step", metavar="STEP", help="Run this step and every step after it.")
 @click.option(
@@ -132,7 +136,7 @@ def cli(ctx: click.Context, root: Path | None) -> None:
 def run(
     root: Path,
     lesson: str | None,
-    only: str | None,
+    only: tuple[str, ...],
     from_step: str | None,
     force: bool,
     dry_run: bool,

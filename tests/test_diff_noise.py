@@ -197,6 +197,11 @@ def test_classify_noise_between_hosts_free_values_and_rounding() -> None:
     for pair in ((short, long), (long, short)):
         assert classify(*pair, between_hosts=1.0).kind == "noise"
         assert classify(*pair, between_hosts=0.9).kind == "moved"
+    # without a spread the tolerance judges, by the same measure in either order: 2.0 and 2.105
+    # are 5.25 % apart, beyond 5 %, though 2.105 -> 2.0 is a fall of only 4.99 %
+    for pair in ((plain(2.0), plain(2.105)), (plain(2.105), plain(2.0))):
+        assert classify(*pair, tolerance=0.05).kind == "moved"
+        assert classify(*pair, tolerance=0.053).kind == "noise"
     assert classify(old, new, declared_free=True).kind == "moved"  # timed: its spread judges it
     count = plain(17, "none", "int"), plain(12, "none", "int")
     assert classify(*count).kind == "changed"

@@ -8,8 +8,9 @@ The rules (RECORD.md, "Two runs of a value"):
   runs' quartiles do not overlap (the same rule as a claim `old < new` over timed values), and
   is within noise otherwise;
 - a timed value without a spread in one run or both (records made before spreads were kept) has
-  moved when it differs by more than a tolerance (`DEFAULT_TOLERANCE`, or `course diff
-  --tolerance`), and is within noise otherwise, marked "no spread recorded";
+  moved when it is further apart than a tolerance (`DEFAULT_TOLERANCE`, or `course diff
+  --tolerance`; apart as below, in either order), and is within noise otherwise, marked "no
+  spread recorded";
 - a timed value whose quartiles are apart but which moved by no more than the lab's declared
   noise between hosts is within noise, marked so: the quartiles of one run know nothing of the
   next host's clocks and CPU. How far it moved is measured whichever run came first (`apart`:
@@ -128,7 +129,6 @@ def classify(
     if SCALE.get(old.unit, ("?",))[0] != SCALE.get(new.unit, ("!",))[0]:
         return Verdict("changed")
     a, b = float(old.value), convert(float(new.value), new.unit, old.unit)
-    relative = abs(b - a) / abs(a) if a else float("inf")
     if old.spread is not None and new.spread is not None:
         before = (old.spread.q1, old.spread.q3)
         lo, hi = (convert(x, new.unit, old.unit) for x in (new.spread.q1, new.spread.q3))
@@ -137,7 +137,7 @@ def classify(
         if apart(a, b) <= between_hosts:
             return Verdict("noise", (before, (lo, hi)), between_hosts=True)
         return Verdict("moved", (before, (lo, hi)))
-    return Verdict("moved" if relative > tolerance else "noise", no_spread=True)
+    return Verdict("moved" if apart(a, b) > tolerance else "noise", no_spread=True)
 
 
 def apart(a: float, b: float) -> float:

@@ -31,7 +31,7 @@ from ..record.store import Store
 from ..run.display import plan_table
 from ..run.install import lab_requirements
 from ..run.options import Options
-from ..run.plan import make_plan
+from ..run.plan import check_selection, make_plan
 from ..run.runner import TargetFactory, run_lesson
 from .tasks import import_sky, node_command, write_tasks
 
@@ -95,11 +95,7 @@ def decide(
 
     options = options or Options(force=force)
     ids = [s.id for s in lab.steps]
-    for option, value in (("--only", options.only), ("--from", options.from_step)):
-        if value is not None and value not in ids:  # before any node starts for it
-            raise RunError(
-                f"{loaded.display_path()}: {option} {value}: no such step (steps: {', '.join(ids)})"
-            )
+    check_selection(loaded, ids, options.only, options.from_step)  # before any node starts
     if options.force:
         return verdict(True, "--force")
     if good is None:

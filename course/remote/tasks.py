@@ -44,7 +44,7 @@ def node_command(root: Path, lesson: str, options: Options) -> str:
         raise RunError("--via skypilot cannot carry " + "; ".join(refused))
     args = ["course", "run", lesson]
     args += ["--force"] if options.force else []
-    args += ["--only", options.only] if options.only else []
+    args += [a for step in options.only for a in ("--only", step)]
     args += ["--from", options.from_step] if options.from_step else []
     args += ["--setup"] if options.setup else []
     args += ["--quiet"] if options.quiet else []

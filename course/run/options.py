@@ -20,7 +20,8 @@ class Options:
     """How `course run` was asked to run."""
 
     force: bool = False
-    only: str | None = None
+    only: tuple[str, ...] = ()
+    """The steps to run (--only, repeatable); the others are reused or skipped."""
     from_step: str | None = None
     dry_run: bool = False
     quiet: bool = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -138,17 +139,14 @@ def make_plan(
     gpu: str,
     *,
     force: bool = False,
-    only: str | None = None,
+    only: Sequence[str] = (),
     from_step: str | None = None,
 ) -> Plan:
-    """Decide, for each step, whether it runs, is reused or is skipped."""
+    """Decide, for each step, whether it runs, is reused or is skipped: `only` names the steps
+    to run (the others reused or skipped), `from_step` the first of those to run."""
     steps = list(loaded.lab.steps)
     ids = [s.id for s in steps]
-    for option, value in (("--only", only), ("--from", from_step)):
-        if value is not None and value not in ids:
-            raise RunError(
-                f"{loaded.display_path()}: {option} {value}: no such step (steps: {', '.join(ids)})"
-            )
+    check_selection(loaded, ids, only, from_step)
     file_hashes = hash_lab_files(loaded)
     # the newest good run is consulted first, then every other run, newest first
     good = [r for r in history if r.good]
@@ -175,8 +173,8 @@ def make_plan(
         plan.steps.append(sp)
 
     chosen: set[int] | None = None
-    if only is not None:
-        chosen = {ids.index(only)}
+    if only:
+        chosen = {ids.index(step) for step in only}
     elif from_step is not None:
         chosen = set(range(ids.index(from_step), len(steps)))
     if force or chosen is not None:
@@ -187,7 +185,7 @@ def make_plan(
                 sp.action, sp.source, sp.reason = (
                     "run",
                     None,
-                    f"{'--only' if only else '--from'} {only or from_step}",
+                    f"--only {' '.join(only)}" if only else f"--from {from_step}",
                 )
             elif chosen is not None and sp.action == "run":
                 sp.action, sp.reason = "skip", f"not selected, and not reusable ({sp.reason})"
@@ -215,6 +213,18 @@ def make_plan(
                         m.action, m.source, m.reason = "run", None, reason
                         changed = True
     return plan
+
+
+def check_selection(
+    loaded: LoadedLab, ids: list[str], only: Sequence[str], from_step: str | None
+) -> None:
+    """RunError naming lab.yml when --only or --from names a step the lab does not have."""
+    named = [("--only", step) for step in only] + ([("--from", from_step)] if from_step else [])
+    for option, value in named:
+        if value not in ids:
+            raise RunError(
+                f"{loaded.display_path()}: {option} {value}: no such step (steps: {', '.join(ids)})"
+            )
 
 
 def gpu_refusal(loaded: LoadedLab, plan: Plan, has_gpu: bool, where: str) -> str | None:

@@ -172,8 +172,9 @@ def _run_on(
                 lab_file=f"lab/{lesson}/lab.yml",
                 host=facts.host.model_copy(update={"setup": setup}), engine=engine,
                 note=options.note,
-                options={"force": options.force, "only": options.only, "from": options.from_step,
-                         "on": host.label, "resume": resumed.run_id if resumed else None,
+                options={"force": options.force, "only": list(options.only) or None,
+                         "from": options.from_step, "on": host.label,
+                         "resume": resumed.run_id if resumed else None,
                          "engine": list(options.engine)},
             )  # fmt: skip
             writer = RunWriter(store, record)

@@ -145,7 +145,7 @@ def test_the_node_runs_with_every_option_given_here_or_the_fleet_refuses(
     wheels.mkdir()
     options = Options(
         force=True,
-        only="words",
+        only=("words",),
         setup=True,
         quiet=True,
         engine=["pyyaml==6.0.1"],
@@ -176,5 +176,5 @@ def test_the_node_runs_with_every_option_given_here_or_the_fleet_refuses(
     assert f"; --wheels {outside} (a folder outside the project does not travel" in message
     # a step that a lesson does not have is refused here, naming its lab
     with pytest.raises(RunError, match=r"lab.yml: --only nope: no such step \(steps: prepare"):
-        decide(project, loaded, options=Options(only="nope"))
+        decide(project, loaded, options=Options(only=("nope",)))
     assert decide(project, loaded, options=Options(engine=["pyyaml==0.0.1"])).run

@@ -347,6 +347,16 @@ def test_only_and_from(project: Path, course: CourseRun) -> None:
     assert "skip" in rows["prepare"] and "--from query" in rows["words"]
     bad = course("run", LAB, "--only", "nope")
     assert bad.returncode == 1 and "--only nope: no such step (steps: prepare, server" in bad.stderr
+    # --only repeated: those steps run, the rest is reused where it can be, skipped otherwise
+    both = course("run", LAB, "--only", "prepare", "--only", "words")
+    assert both.returncode == 0, both.stderr
+    record = Store(project / "build").get(LAB, runs_of(project)[-1]).record
+    statuses = {s.id: s.status for s in record.steps}
+    assert statuses["prepare"] == "ok" and statuses["words"] == "ok"
+    assert {statuses[s] for s in ("server", "query", "stop-server")} == {"skipped"}
+    assert record.options["only"] == ["prepare", "words"]
+    again = course("run", LAB, "--only", "prepare", "--only", "words", "--only", "nah")
+    assert again.returncode == 1 and "--only nah: no such step" in again.stderr
 
 
 def test_gpu_steps_refuse_to_start_without_a_gpu(project: Path, course: CourseRun) -> None:
