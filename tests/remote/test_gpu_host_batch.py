@@ -66,3 +66,49 @@ def test_records_leave_the_tree_as_each_lesson_ends(tmp_path: Path) -> None:
         names = set(tar.getnames())
     assert "first/2026-12-02T000000Z-h200/run.json" in names
     assert "second/2026-12-02T000000Z-h200/run.json" in names
+
+
+def test_a_batch_in_the_background_outlives_its_call_and_is_fetched_by_the_next(
+    tmp_path: Path,
+) -> None:
+    tree, out, bin_dir, site = (tmp_path / n for n in ("tree", "out", "bin", "site"))
+    (tree / "scripts").mkdir(parents=True)
+    for name in ("gpu-host-batch.sh", "gpu-host-background.sh"):
+        shutil.copy(REPO / "scripts" / name, tree / "scripts")
+    (tree / ".whl").mkdir()
+    (tree / "build").mkdir()
+    (site / "bin").mkdir(parents=True)
+    out.mkdir()
+    bin_dir.mkdir()
+    marker = tmp_path / "go"  # the stand-in run waits for it: the batch is still going after start
+    slow = FAKE_COURSE.replace(
+        "lesson=$2\n", f"lesson=$2\nwhile [ ! -f {marker} ]; do sleep 0.1; done\n"
+    )
+    for folder, name, text in (
+        (bin_dir, "python3", FAKE_PYTHON.format(python=shutil.which("python3"))),
+        (bin_dir, "nvidia-smi", FAKE_SMI),
+        (site / "bin", "course", slow),
+    ):
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out)}
+    env.update(COURSE_SITE=str(site), COURSE_BATCH=str(tmp_path / "batch"))
+
+    def call(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "scripts/gpu-host-background.sh", *args],
+            cwd=tree, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    started = call("start", "first")
+    assert started.returncode == 0 and "started: first" in started.stdout, started.stderr
+    assert (out / "gpu.txt").read_text().strip() == "0"  # the stand-in nvidia-smi's answer
+    early = call("wait", "1")
+    assert "still running" in early.stdout and not (out / "records.tar.gz").exists()
+    marker.touch()
+    done = call("wait", "30")
+    assert "done: records.tar.gz" in done.stdout, done.stdout + done.stderr
+    assert "first exit 0" in done.stdout  # the GPU's log, tailed
+    with tarfile.open(out / "records.tar.gz") as tar:
+        assert "first/2026-12-02T000000Z-h200/run.json" in set(tar.getnames())
+    assert call("nothing").returncode == 2
