@@ -35,23 +35,29 @@ exit 0
 """
 
 
-def test_records_leave_the_tree_as_each_lesson_ends(tmp_path: Path) -> None:
+def host_tree(tmp_path: Path, course: str) -> tuple[Path, Path, dict[str, str]]:
+    """A working tree as the GPU host gets it (the scripts, .whl/, build/), the folder $OUT, and
+    an environment whose nvidia-smi, pip and `course` (the script `course`) are stand-ins."""
     tree, out, bin_dir, site = (tmp_path / n for n in ("tree", "out", "bin", "site"))
     (tree / "scripts").mkdir(parents=True)
-    shutil.copy(REPO / "scripts" / "gpu-host-batch.sh", tree / "scripts")
-    (tree / ".whl").mkdir()
-    (tree / "build").mkdir()
-    (site / "bin").mkdir(parents=True)
-    bin_dir.mkdir()
+    for name in ("gpu-host-batch.sh", "gpu-host-background.sh"):
+        shutil.copy(REPO / "scripts" / name, tree / "scripts")
+    for folder in (tree / ".whl", tree / "build", site / "bin", out, bin_dir):
+        folder.mkdir(parents=True)
     for folder, name, text in (
         (bin_dir, "python3", FAKE_PYTHON.format(python=shutil.which("python3"))),
         (bin_dir, "nvidia-smi", FAKE_SMI),
-        (site / "bin", "course", FAKE_COURSE),
+        (site / "bin", "course", course),
     ):
         (folder / name).write_text(text)
         (folder / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out)}
-    env["COURSE_SITE"] = str(site)
+    env.update(COURSE_SITE=str(site), COURSE_BATCH=str(tmp_path / "batch"))
+    return tree, out, env
+
+
+def test_records_leave_the_tree_as_each_lesson_ends(tmp_path: Path) -> None:
+    tree, out, env = host_tree(tmp_path, FAKE_COURSE)
     done = subprocess.run(
         ["bash", "scripts/gpu-host-batch.sh", "first", "second --force"],
         cwd=tree, env=env, capture_output=True, text=True, timeout=60,
@@ -71,28 +77,11 @@ def test_records_leave_the_tree_as_each_lesson_ends(tmp_path: Path) -> None:
 def test_a_batch_in_the_background_outlives_its_call_and_is_fetched_by_the_next(
     tmp_path: Path,
 ) -> None:
-    tree, out, bin_dir, site = (tmp_path / n for n in ("tree", "out", "bin", "site"))
-    (tree / "scripts").mkdir(parents=True)
-    for name in ("gpu-host-batch.sh", "gpu-host-background.sh"):
-        shutil.copy(REPO / "scripts" / name, tree / "scripts")
-    (tree / ".whl").mkdir()
-    (tree / "build").mkdir()
-    (site / "bin").mkdir(parents=True)
-    out.mkdir()
-    bin_dir.mkdir()
     marker = tmp_path / "go"  # the stand-in run waits for it: the batch is still going after start
     slow = FAKE_COURSE.replace(
         "lesson=$2\n", f"lesson=$2\nwhile [ ! -f {marker} ]; do sleep 0.1; done\n"
     )
-    for folder, name, text in (
-        (bin_dir, "python3", FAKE_PYTHON.format(python=shutil.which("python3"))),
-        (bin_dir, "nvidia-smi", FAKE_SMI),
-        (site / "bin", "course", slow),
-    ):
-        (folder / name).write_text(text)
-        (folder / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out)}
-    env.update(COURSE_SITE=str(site), COURSE_BATCH=str(tmp_path / "batch"))
+    tree, out, env = host_tree(tmp_path, slow)
 
     def call(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
