@@ -28,7 +28,7 @@ case "${1:-}" in
   wait)
     end=$(( $(date +%s) + ${2:-500} ))
     while [ "$(date +%s)" -lt "$end" ] && [ ! -f "$batch/records.tar.gz" ]; do sleep 1; done
-    sleep 2  # the archive is written last: let it close
+    [ -f "$batch/records.tar.gz" ] && sleep 2  # the archive is written last: let it close
     for log in "$batch"/gpu*.log; do [ -f "$log" ] && { echo "== $log"; tail -c 1500 "$log"; echo; }; done
     if [ -f "$batch/records.tar.gz" ]; then
       cp "$batch/records.tar.gz" "$out/" && echo "done: records.tar.gz"

@@ -94,8 +94,7 @@ def decide(
         return Decision(lab.lesson, run, reason, round(hours, 3))
 
     options = options or Options(force=force)
-    ids = [s.id for s in lab.steps]
-    check_selection(loaded, ids, options.only, options.from_step)  # before any node starts
+    check_selection(loaded, options.only, options.from_step)  # before any node starts
     if options.force:
         return verdict(True, "--force")
     if good is None:

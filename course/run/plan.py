@@ -146,7 +146,7 @@ def make_plan(
     to run (the others reused or skipped), `from_step` the first of those to run."""
     steps = list(loaded.lab.steps)
     ids = [s.id for s in steps]
-    check_selection(loaded, ids, only, from_step)
+    check_selection(loaded, only, from_step)
     file_hashes = hash_lab_files(loaded)
     # the newest good run is consulted first, then every other run, newest first
     good = [r for r in history if r.good]
@@ -215,10 +215,9 @@ def make_plan(
     return plan
 
 
-def check_selection(
-    loaded: LoadedLab, ids: list[str], only: Sequence[str], from_step: str | None
-) -> None:
+def check_selection(loaded: LoadedLab, only: Sequence[str], from_step: str | None) -> None:
     """RunError naming lab.yml when --only or --from names a step the lab does not have."""
+    ids = [s.id for s in loaded.lab.steps]
     named = [("--only", step) for step in only] + ([("--from", from_step)] if from_step else [])
     for option, value in named:
         if value not in ids:
