@@ -5,6 +5,7 @@ processes, killed for real."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -50,6 +51,8 @@ def test_a_killed_build_ends_its_pdf_workers_and_the_next_build_cleans_up(
 ) -> None:
     root = make_two_lesson_project(tmp_path / "project")  # two PDFs: printed by two workers
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        # no PDF kept from the build before (one may finish before its signal): each build prints
+        shutil.rmtree(root / ".cache" / "package", ignore_errors=True)
         build = start_build(root)
         deadline = time.monotonic() + 120
         while not children(build.pid):
