@@ -3,8 +3,9 @@ classification of every value.
 
     .venv/bin/python bench/stability.py [--root DIR] LESSON... [--runs A B] [--run] [--markdown]
 
-For each lesson it compares two runs: its two newest good runs, or the two named by `--runs`, or
-(with `--run`) two runs made here, one after the other, by `course run LESSON --force`. It prints
+For each lesson it compares two runs: its two newest good runs (on the card its lab asks for,
+resources.gpu), or the two named by `--runs`, or (with `--run`) two runs made here, one after the
+other, by `course run LESSON --force`. It prints
 the values that moved beyond their spread (and how many stayed within noise, how many sizes and
 counts changed), the claims that fail on either run, and each step's largest spread: the widest
 quartiles of its timed values, relative to their median. `--markdown` prints the same as tables,
@@ -36,6 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from course.diff import Report, compare, pick_runs, summary  # noqa: E402
 from course.diff.show import shown_pair, why  # noqa: E402
+from course.pages.choose import lab_card, page_runs  # noqa: E402
 from course.pages.evaluate import evaluate_pages, rules_of  # noqa: E402
 from course.pages.format import change, significant  # noqa: E402
 from course.record.models import Run, Value  # noqa: E402
@@ -85,7 +87,7 @@ def stability(root: Path, lesson: str, runs: list[str] | None) -> tuple[Report, 
     """The diff of two runs of a lesson, and the newer run's widest spread per step."""
     store = Store(root / "build")
     first, second = (runs[0], runs[1]) if runs else (None, None)
-    old, new = pick_runs(store, lesson, first, second)
+    old, new = pick_runs(store, lesson, first, second, lab_card(root, lesson))
     pages = lambda run: evaluate_pages(root, lesson, run)  # noqa: E731 - one use, one line
     report = compare(old, new, pages, rules_of(root, lesson))
     return report, widest_spreads(new)
@@ -203,11 +205,11 @@ class NoiseSeen:
 
 
 def noise_seen(root: Path, lesson: str, among: list[str] | None) -> NoiseSeen:
-    """Every timed value of the lesson's runs (the named ones, else every good one) recorded
-    with its spread in two runs or more, with how far apart the runs put it."""
+    """Every timed value of the lesson's runs (the named ones, else every good one on its lab's
+    card) recorded with its spread in two runs or more, with how far apart the runs put it."""
     store = Store(root / "build")
-    runs = [r for r in ([store.get(lesson, i) for i in among] if among else store.runs(lesson))
-            if r.good]  # fmt: skip
+    named = [store.get(lesson, i) for i in among] if among else page_runs(store, lesson)
+    runs = [r for r in named if r.good]
     if len(runs) < 2:
         sys.exit(f"{lesson}: --noise needs two good runs or more, found {len(runs)}")
     rules = rules_of(root, lesson)

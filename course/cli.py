@@ -267,13 +267,15 @@ def diff(
     root: Path, lesson: str, run_a: str | None, run_b: str | None, as_markdown: bool,
     as_json: bool, all_values: bool, tolerance: float,
 ) -> None:  # fmt: skip
-    """Compare two runs of LESSON (default: its two newest good runs): values moved beyond their
+    """Compare two runs of LESSON (default: its two newest good runs on the card its lab asks for,
+    resources.gpu): values moved beyond their
     spread or within noise, sizes and counts changed, lab inputs, claims broken.
 
     Exits 1 when a claim of the lesson's pages fails on the newer run.
     """
     try:
         from .diff import compare, pick_runs, render_console, render_markdown, to_json
+        from .pages.choose import lab_card
         from .pages.evaluate import evaluate_pages, rules_of
     except ImportError as exc:
         raise CourseError(
@@ -285,7 +287,7 @@ def diff(
     store = Store(root / "build")
     store.lesson_dir(lesson)  # a name that is not a lesson's is refused here
     warn_damaged(root, [lesson])
-    old, new = pick_runs(store, lesson, run_a, run_b)
+    old, new = pick_runs(store, lesson, run_a, run_b, lab_card(root, lesson))
     pages = lambda run: evaluate_pages(root, lesson, run)  # noqa: E731 - one use, one line
     report = compare(old, new, pages, rules_of(root, lesson), tolerance / 100)
     if as_json:

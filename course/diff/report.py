@@ -159,11 +159,14 @@ class Report:
         return all(c.holds_now for c in self.claims) and not any(new in u for u in self.unread)
 
 
-def pick_runs(store: Store, lesson: str, run_a: str | None, run_b: str | None) -> tuple[Run, Run]:
-    """The two runs to compare: as named, or the two newest good runs."""
+def pick_runs(
+    store: Store, lesson: str, run_a: str | None, run_b: str | None, card: str | None = None
+) -> tuple[Run, Run]:
+    """The two runs to compare: as named, or the two newest good runs (on a GPU of kind `card`,
+    when given: the card the lab asks for)."""
     if run_a and run_b:
         return store.get(lesson, run_a), store.get(lesson, run_b)
-    good = [r for r in store.runs(lesson) if r.good]
+    good = [r for r in store.good_runs(lesson) if card is None or r.on_card(card)]
     if run_a:
         newer = good[-1] if good else None
         if newer is None or newer.run_id == run_a:
@@ -171,8 +174,10 @@ def pick_runs(store: Store, lesson: str, run_a: str | None, run_b: str | None) -
         return store.get(lesson, run_a), newer
     if len(good) < 2:
         found = ", ".join(r.run_id for r in good) or "none"
+        on = f" on {card} (the card its lab asks for)" if card else ""
         raise RecordError(
-            f"'{lesson}' needs two good runs to compare (good runs: {found}); name them explicitly"
+            f"'{lesson}' needs two good runs{on} to compare (good runs{' on it' if card else ''}: "
+            f"{found}); name them explicitly"
         )
     return good[-2], good[-1]
 

@@ -299,6 +299,11 @@ class Lab(_Strict):
     steps: list[Step] = Field(min_length=1, examples=[[{"id": "size", "run": "python3 size.py"}]])
     """The steps, run in order: each has exactly one of `run`, `start` or `stop` (below)."""
 
+    @property
+    def card(self) -> str | None:
+        """The GPU kind the lab asks for (`resources.gpu`), the one its page is written for."""
+        return self.resources.gpu if self.resources else None
+
     @model_validator(mode="after")
     def _consistent(self) -> Lab:
         problems = []

@@ -31,7 +31,8 @@ class Resources(_Strict):
 
     gpu: str | None = Field(default=None, examples=["H100"])
     """The GPU kind, as SkyPilot names accelerators (H200, H100, A100-80GB, L4, ...); none:
-    CPU only."""
+    CPU only. The card the lesson's page is written for: the page shows the newest good run on
+    this kind, and `course diff` compares the two newest; runs on other cards stay records."""
     count: int = Field(default=1, ge=1, examples=[2])
     """How many of that GPU."""
     disk_gb: int | None = Field(default=None, ge=1, examples=[200])

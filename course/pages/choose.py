@@ -1,34 +1,86 @@
 """The run a page shows, chosen in one place for the site, the PDF, the zip, `check` and `diff`.
 
-A page shows the run its front matter pins (`run:`), else its lesson's newest good run.
+A page shows the run its front matter pins (`run:`), else its lesson's newest good run on the card
+its lab asks for (lab.yml's `resources.gpu`: the card its sentences are written for), else, when
+the lab names no card, its lesson's newest good run. A run on another card stays a record
+(`course diff`, `compare`, the stability bench read it) without moving the page.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CourseError, PageError
+from ..lab.load import load_lab
 from ..record.models import Run
 from ..record.store import Store
 from .lessons import lesson_pages
 
 
-def missing_run_message(lesson: str) -> str:
-    """What a page says when its lesson has no good run yet."""
+def missing_run_mark(lesson: str) -> str:
+    """How every message about a lesson without a run for its page begins."""
+    return f"no good run of '{lesson}'"
+
+
+def missing_run_message(lesson: str, card: str | None = None, store: Store | None = None) -> str:
+    """What a page says when its lesson has no good run (on its lab's card) yet."""
+    if card is None:
+        return (
+            f"{missing_run_mark(lesson)} in build/{lesson}/ (expected a recorded run: run "
+            f"`course run {lesson}` on a GPU machine and commit its build folder)"
+        )
+    others = store.good_runs(lesson) if store is not None else []
+    newest = others[-1] if others else None
+    elsewhere = (
+        f"; its newest good run, {newest.run_id}, ran on {newest.gpu_name}" if newest else ""
+    )
     return (
-        f"no good run of '{lesson}' in build/{lesson}/ (expected a recorded run: run "
-        f"`course run {lesson}` on a GPU machine and commit its build folder)"
+        f"{missing_run_mark(lesson)} on {card} in build/{lesson}/ (lab/{lesson}/lab.yml's "
+        f"resources.gpu asks for {card}{elsewhere}): run `course run {lesson}` on a machine with "
+        f"{card} and commit its build folder, or pin a run in the page's front matter (run: RUN-ID)"
     )
 
 
+def lab_card(root: Path, lesson: str) -> str | None:
+    """The GPU kind a lesson's lab asks for (lab.yml's `resources.gpu`); None when it names none
+    or the lesson has no lab.yml. LabError for a lab.yml that does not load."""
+    path = root / "lab" / lesson / "lab.yml"
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _card_of(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _card_of(path: Path, mtime_ns: int, size: int) -> str | None:
+    """lab.yml's `resources.gpu`, read once per version of the file (its time and size)."""
+    return load_lab(path).lab.card
+
+
+def page_runs(store: Store, lesson: str) -> list[Run]:
+    """The runs a page of the lesson can show, oldest first: its good runs on its lab's card."""
+    card = lab_card(store.build.parent, lesson)
+    return [r for r in store.good_runs(lesson) if card is None or r.on_card(card)]
+
+
+def newest_page_run(store: Store, lesson: str) -> Run | None:
+    """The run a page of the lesson shows when it pins none: the newest good run on its lab's
+    card, or None."""
+    found = page_runs(store, lesson)
+    return found[-1] if found else None
+
+
 def page_run(store: Store, lesson: str, pinned: str | None = None) -> Run:
-    """The pinned run, else the lesson's newest good run; PageError when there is none."""
+    """The pinned run, else `newest_page_run`; PageError when there is none. The store's folder is
+    the project's build/, beside its lab/."""
     if pinned:
         return store.get(lesson, pinned)
-    found = store.newest_good(lesson)
+    found = newest_page_run(store, lesson)
     if found is None:
-        raise PageError(missing_run_message(lesson))
+        card = lab_card(store.build.parent, lesson)
+        raise PageError(missing_run_message(lesson, card, store))
     return found
 
 

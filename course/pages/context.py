@@ -19,7 +19,7 @@ from ..record.expression import Expression
 from ..record.models import Run
 from ..record.quantity import ExprError, Quantity
 from ..record.store import Store
-from .choose import missing_run_message, page_run
+from .choose import missing_run_mark, page_run
 from .claims import ClaimResult
 from .faq import PageData, data_file, load_page_data
 from .lessons import LessonMeta
@@ -85,7 +85,7 @@ class PageContext:
 
         A missing run is reported once, at the first call that needed it, not by every call.
         """
-        missing = missing_run_message(self.meta.lesson) if self.meta.lesson else None
+        missing = missing_run_mark(self.meta.lesson) if self.meta.lesson else None
         if missing and missing in message and any(missing in p.message for p in self.problems):
             return
         if all(p.message != message for p in self.problems):

@@ -16,6 +16,7 @@ from xml.sax.saxutils import escape, quoteattr
 from ..record.models import Run
 from ..record.store import Store
 from . import facts
+from .choose import page_runs
 from .outline import Outline
 
 FEED = "feed.xml"
@@ -55,11 +56,11 @@ def _changes(old: Run | None, new: Run) -> list[str]:
 
 
 def feed_entries(outline: Outline, store: Store, site_url: str) -> list[Entry]:
-    """Every good run of every written lesson, newest first."""
+    """Every good run of every written lesson on its lab's card, newest first."""
     entries = []
     for lesson in outline.written:
         previous: Run | None = None
-        for run in (r for r in store.runs(lesson.id) if r.good):
+        for run in page_runs(store, lesson.id):  # a run on another card moves no page
             day = run.record.started[:10]
             engine = facts.engine_text(run)
             verb = "recorded" if previous is None else "re-run"

@@ -22,6 +22,7 @@ from ..record.releases import Releases, is_newer, load_releases
 from ..record.store import Store
 from ..record.units import convert
 from . import facts
+from .choose import newest_page_run
 from .context import PageContext
 from .format import duration, format_number
 from .history import runs_table
@@ -169,9 +170,10 @@ def run_histories(ctx: PageContext) -> str:
         runs = store.runs(lesson.id)
         if not runs:
             continue
-        newest = store.newest_good(lesson.id)
+        newest = newest_page_run(store, lesson.id)
         heading = f"## {lesson.number} {lesson.title} {{ #{lesson.id} }}"
         shown = newest.run_id if newest else None
         table = runs_table(runs, shown, {}, f"Runs of {lesson.number}", authors=True)
-        sections.append(f"{heading}\n\n{table.replace(' (this page)', ' (newest good)')}")
+        shown_mark = table.replace(" (this page)", " (the page's)")  # its newest good on its card
+        sections.append(f"{heading}\n\n{shown_mark}")
     return "\n\n".join(sections) or "No lesson has a recorded run yet."

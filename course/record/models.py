@@ -257,6 +257,17 @@ class Run:
         """Whether every step succeeded (ran or was reused)."""
         return self.record.status == "ok"
 
+    @property
+    def gpu_name(self) -> str:
+        """The GPU the run had, as PyTorch named it (`NVIDIA H200`), or `none`."""
+        gpu = self.record.host.gpu
+        return gpu.name if gpu else "none"
+
+    def on_card(self, kind: str) -> bool:
+        """Whether the run's GPU is of this kind, named as lab.yml's `resources.gpu` and SkyPilot
+        name it (`H200`, `A100-80GB`, `L4`)."""
+        return card_matches(kind, self.gpu_name)
+
     def value(self, step_id: str, name: str) -> Value:
         """A captured value; RecordError naming the run, the step and the known values otherwise."""
         step = self.record.step(step_id)
@@ -310,3 +321,17 @@ def run_order(run_id: str) -> tuple[str, list[tuple[int, str]]]:
     when, _, rest = run_id.partition("Z-")
     parts = re.split(r"(\d+)", rest)
     return when, [(int(p), "") if p.isdigit() else (-1, p) for p in parts]
+
+
+def card_matches(kind: str, gpu_name: str) -> bool:
+    """Whether a GPU kind (`H100`, `A100-80GB`, `RTX4090`) names this GPU (`NVIDIA H100 80GB HBM3`,
+    `NVIDIA A100-SXM4-80GB`, `NVIDIA GeForce RTX 4090`): every word of the kind is a word of the
+    name, or two of its words written together, case and separators aside (`L4` is not `L40S`)."""
+    words = _words(gpu_name)
+    joined = {a + b for a, b in zip(words, words[1:], strict=False)}
+    wanted = _words(kind)
+    return bool(wanted) and all(w in words or w in joined for w in wanted)
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[-_.\s]+", name.lower()) if w]

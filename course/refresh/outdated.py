@@ -74,7 +74,7 @@ def check(root: Path, index: Index, lessons: list[LoadedLab]) -> tuple[list[Engi
     )
     rows = []
     for loaded in lessons:
-        good = store.newest_good(loaded.lab.lesson)
+        good = store.newest_good(loaded.lab.lesson, loaded.lab.card)
         for name, package in engines_of(loaded).items():
             recorded = good.record.engine.get(name) if good else None
             rows.append(

@@ -65,15 +65,14 @@ def plan_lessons(root: Path, lessons: list[LoadedLab], name: str, version: str) 
     plans = []
     for loaded in lessons:
         lesson = loaded.lab.lesson
-        good = store.newest_good(lesson)
+        good = store.newest_good(lesson, loaded.lab.card)
         before = good.record.engine.get(name) if good else None
         if name not in engines_of(loaded):
             plans.append(LessonPlan(loaded, good, before, None))
             continue
         engine = dict(good.record.engine) if good else {}
         engine[name] = version
-        gpu = good.record.host.gpu.name if good and good.record.host.gpu else "none"
-        plan = make_plan(loaded, store.runs(lesson), engine, gpu)
+        plan = make_plan(loaded, store.runs(lesson), engine, good.gpu_name if good else "none")
         plans.append(LessonPlan(loaded, good, before, plan))
     return plans
 

@@ -85,7 +85,7 @@ def decide(
     lab = loaded.lab
     res = lab.resources or Resources()
     store = Store(root / "build")
-    good = store.newest_good(lab.lesson)
+    good = store.newest_good(lab.lesson, res.gpu)
     declared = lab.setup.install_seconds + lab.setup.download_seconds
     seconds = (good.record.seconds or 0.0) if good else 0.0
     hours = (res.count if res.gpu else 0) * (seconds + declared) / 3600
@@ -98,16 +98,17 @@ def decide(
     if options.force:
         return verdict(True, "--force")
     if good is None:
+        other = store.newest_good(lab.lesson) if res.gpu else None
+        if other is not None:
+            return verdict(
+                True, f"no complete run on {res.gpu} yet ({other.run_id} ran on {other.gpu_name})"
+            )
         return verdict(True, "no complete run yet")
     engine = dict(good.record.engine)
     engine.update(pinned_versions(lab_requirements(loaded.folder), lab.engine))
     engine.update(pinned_versions(options.engine, lab.engine))  # --engine goes with the job
-    gpu = good.record.host.gpu
-    gpu_name = gpu.name if gpu else "none"
-    if res.gpu and _norm(res.gpu) not in _norm(gpu_name):
-        return verdict(True, f"resources ask for {res.gpu}; {good.run_id} ran on {gpu_name}")
     plan = make_plan(
-        loaded, store.runs(lab.lesson), engine, gpu_name,
+        loaded, store.runs(lab.lesson), engine, good.gpu_name,
         only=options.only, from_step=options.from_step,
     )  # fmt: skip
     if not plan.to_run:

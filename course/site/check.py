@@ -9,6 +9,7 @@ from pathlib import Path
 from ..errors import CourseError, PageError
 from ..package.lint import shipped_findings
 from ..pages.checks import position_warning
+from ..pages.choose import newest_page_run
 from ..pages.claims import fragile_warnings
 from ..pages.context import Problem
 from ..pages.faq import load_page_data
@@ -91,14 +92,14 @@ def _position(root: Path, entry: PageEntry) -> list[str]:
     return [f"docs/{entry.src}: {found}"] if found else []
 
 def pinned_behind(root: Path) -> list[tuple[str, str, str]]:
-    """Pages pinned to a run older than their lesson's newest good run: (page, pinned run, newest
-    run).
+    """Pages pinned to a run older than the run they would show unpinned (their lesson's newest
+    good run on its lab's card): (page, pinned run, newest run).
     """
     store = Store(root / "build")
     behind = []
     for entry in scan(root / "docs"):
         if entry.meta.lesson and entry.meta.run:
-            newest = store.newest_good(entry.meta.lesson)
+            newest = newest_page_run(store, entry.meta.lesson)
             if newest is not None and run_order(newest.run_id) > run_order(entry.meta.run):
                 behind.append((f"docs/{entry.src}", entry.meta.run, newest.run_id))
     return behind

@@ -89,6 +89,6 @@ def test_run_histories_list_every_run_newest_first(root: Path) -> None:
     assert [r[:3] for r in table] == [
         ["run", "date", "status"],
         [FAILED, "21 November 2026", "failed"],
-        [f"{RUN} (newest good)", "20 November 2026", "ok"],
+        [f"{RUN} (the page's)", "20 November 2026", "ok"],
         [OLDER, "19 November 2026", "ok"],
     ]

@@ -73,7 +73,9 @@ def test_only_lessons_whose_steps_are_not_all_reusable_are_chosen(
     with_resources(project)
     other = decide(project, load_lab(project / "lab" / LAB / "lab.yml"))
     assert (
-        other.run and "resources ask for H200; " in other.reason and "ran on none" in other.reason
+        other.run
+        and "no complete run on H200 yet (" in other.reason
+        and "ran on none)" in other.reason
     )
 
 

@@ -1,0 +1,107 @@
+"""The run a page shows when its lesson was also run on another card: the lab's `resources.gpu`
+names the card the page is written for, and the page, `check` and `diff` follow the runs on it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import COURSE, FIXTURES
+
+from course.pages.choose import lesson_page_runs
+from course.pages.feed import feed_entries
+from course.pages.outline import load_outline
+from course.record.files import dump_json
+from course.record.store import Store
+
+LESSON = "tiny-cache"
+OLDER, OLD = "2026-11-19T090000Z-h200", "2026-11-20T090000Z-h200"
+H100 = "2026-11-23T090000Z-h100-80gb-hbm3"
+CLAIM = "Long decoding runs at about 200 tokens a second."
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """The fixture site plus a newer good run on an H100, where a number the page states moved."""
+    root = tmp_path / "site"
+    shutil.copytree(FIXTURES / "site", root)
+    old, new = root / "build" / LESSON / OLD, root / "build" / LESSON / H100
+    shutil.copytree(old, new)
+    record = json.loads((old / "run.json").read_text())
+    record["run_id"] = H100
+    record["started"] = "2026-11-23T09:00:00Z"
+    record["host"]["gpu"].update(name="NVIDIA H100 80GB HBM3", memory_mib=81559)
+    (decode,) = [s for s in record["steps"] if s["id"] == "decode"]
+    decode["values"]["tps_long"]["value"] = 150.0  # the page says "about 200"
+    (new / "run.json").write_text(dump_json(record))
+    return root
+
+
+def ask_for(root: Path, card: str) -> None:
+    lab = root / "lab" / LESSON / "lab.yml"
+    text = lab.read_text()
+    lab.write_text(text.replace("steps:\n", f"resources: {{gpu: {card}}}\n" + "steps:\n", 1))
+
+
+def course(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COURSE, "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"},
+    )
+
+
+def shown(root: Path) -> dict[str, str]:
+    return {page.src: page.run_id for page in lesson_page_runs(root)}
+
+
+def in_feed(root: Path) -> list[str]:
+    entries = feed_entries(load_outline(root / "docs"), Store(root / "build"), "https://x.org/")
+    return [entry.id.rsplit("#run-", 1)[1] for entry in entries]
+
+
+def test_a_lab_that_names_no_card_follows_the_newest_good_run_on_any(site: Path) -> None:
+    assert shown(site)["part-1/tiny.md"] == H100
+    assert in_feed(site) == [H100, OLD, OLDER]
+    done = course(site, "check")
+    assert done.returncode == 1 and CLAIM in done.stderr, done.stderr
+
+
+def test_a_run_on_another_card_stays_a_record_without_moving_the_page(site: Path) -> None:
+    ask_for(site, "H200")
+    assert shown(site) == {"part-1/tiny.md": OLD, "part-1/pinned.md": OLDER}
+    assert in_feed(site) == [OLD, OLDER]  # the learners' feed: no page moved
+    done = course(site, "check")
+    assert done.returncode == 0, done.stderr
+    # the default diff compares the two newest good runs on the lab's card
+    same_card = course(site, "diff", LESSON)
+    assert same_card.returncode == 0, same_card.stdout + same_card.stderr
+    assert f"{LESSON}: {OLDER} → {OLD}" in same_card.stdout
+    # named runs are compared across cards, and the claim the page states fails on the H100's
+    across = course(site, "diff", LESSON, OLD, H100)
+    assert across.returncode == 1 and f"{OLD} → {H100}" in across.stdout
+    assert "FAILS" in across.stdout
+
+
+def test_a_card_without_a_good_run_is_named_with_the_remedy(site: Path) -> None:
+    ask_for(site, "A100-80GB")
+    done = course(site, "check")
+    assert done.returncode == 1
+    assert (
+        f"no good run of '{LESSON}' on A100-80GB in build/{LESSON}/ (lab/{LESSON}/lab.yml's "
+        f"resources.gpu asks for A100-80GB; its newest good run, {H100}, ran on NVIDIA H100 80GB "
+        f"HBM3): run `course run {LESSON}` on a machine with A100-80GB" in done.stderr
+    ), done.stderr
+    assert "docs/part-1/tiny.md" in done.stderr
+    assert "docs/part-1/pinned.md" not in done.stderr  # a pinned page keeps its run
+    diff = course(site, "diff", LESSON)
+    assert diff.returncode == 1
+    assert (
+        f"'{LESSON}' needs two good runs on A100-80GB (the card its lab asks for) to compare "
+        "(good runs on it: none); name them explicitly" in diff.stderr
+    ), diff.stderr
