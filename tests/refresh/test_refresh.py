@@ -27,7 +27,8 @@ from course.record.store import Store
 from course.site import check_site
 
 JSON_FORM = "application/vnd.pypi.simple.v1+json"
-TODAY = datetime.now(UTC).date().isoformat()
+
+
 DECODE = '''"""Decoding speed, as the engine gives it."""
 import tinyengine
 
@@ -135,6 +136,18 @@ class IndexHandler(http.server.SimpleHTTPRequestHandler):
         super().do_GET()
 
 
+def checked_on(project: Path) -> str:
+    """The day the kept answer of the package index was taken (UTC), as the pages show it."""
+    checked = json.loads((project / ".cache" / "releases.json").read_text())["checked"]
+    return str(datetime.fromisoformat(checked.replace("Z", "+00:00")).astimezone(UTC).date())
+
+
+def report_of(project: Path) -> Path:
+    """The refresh report `refresh` wrote last: build/refresh-<the day it ran>.md (a suite that
+    runs past midnight UTC has two)."""
+    return max((project / "build").glob("refresh-*.md"), key=lambda path: path.stat().st_mtime_ns)
+
+
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = make_index(tmp_path_factory.mktemp("index"))
@@ -204,7 +217,7 @@ def test_outdated_sees_the_newer_release_and_keeps_the_answer(project: Path, ind
     # the freshness page reads the kept answer, without the network
     meta, raw, _ = read_meta(project / "docs/authors/freshness.md", "docs/authors/freshness.md")
     page = render_page(project, PageEntry("authors/freshness.md", meta, raw)).markdown or ""
-    assert f"newer release: tinyengine 2.0 (checked on {TODAY})" in page
+    assert f"newer release: tinyengine 2.0 (checked on {checked_on(project)})" in page
 
 
 def test_outdated_offline_says_so_in_one_line(project: Path) -> None:
@@ -216,8 +229,10 @@ def test_outdated_offline_says_so_in_one_line(project: Path) -> None:
         f"offline: the package index http://127.0.0.1:{port}/simple/ cannot be reached "
         "(ConnectError: "
     )
-    assert done.stderr.rstrip().endswith("nothing checked (the last answer, of "
-                                         f"{TODAY}, is kept in .cache/releases.json)")  # fmt: skip
+    day = checked_on(project)
+    assert done.stderr.rstrip().endswith(
+        f"nothing checked (the last answer, of {day}, is kept in .cache/releases.json)"
+    )
     assert len(done.stderr.strip().splitlines()) == 1
 
 
@@ -269,9 +284,9 @@ def test_refresh_plans_runs_compares_rewrites_pins_and_reports(project: Path, in
     lab, page = project / "lab" / LESSON, project / "docs" / "part-1" / "tiny.md"
     assert '"tinyengine==2.0"' in (lab / "pyproject.toml").read_text()
     assert (lab / "README.md").read_text() == README.replace("1.0", "2.0")
-    report = (project / "build" / f"refresh-{TODAY}.md").read_text()
+    report = report_of(project).read_text()
     assert report.startswith("# tinyengine 1.0 → 2.0\n")
-    assert f"build/refresh-{TODAY}.md" in done.stdout
+    assert f"build/{report_of(project).name}" in done.stdout
     tps = line_of(page, 'claim("within(decode.tps_long, 200, 1)"')
     ratio = line_of(page, 'claim("between(decode.tps_short / decode.tps_long, 1.5, 1.6)"')
     assert (
@@ -304,10 +319,7 @@ def test_refresh_plans_runs_compares_rewrites_pins_and_reports(project: Path, in
     again = course(project, index, "refresh", LESSON, "--engine", "tinyengine==2.0", "--report")
     assert again.returncode == 1
     assert len(Store(project / "build").runs(LESSON)) == len(before) + 1  # --report runs nothing
-    assert (
-        "Pinned to tinyengine==2.0 (0 moved by this refresh):"
-        in (project / "build" / f"refresh-{TODAY}.md").read_text()
-    )
+    assert "Pinned to tinyengine==2.0 (0 moved by this refresh):" in report_of(project).read_text()
 
 
 def test_a_page_pinned_to_the_old_release_keeps_the_labs_pins(project: Path, index: str) -> None:
@@ -327,7 +339,7 @@ def test_a_page_pinned_to_the_old_release_keeps_the_labs_pins(project: Path, ind
         assert done.returncode == 1, done.stderr  # the new run's claims still fail
         assert (lab / "pyproject.toml").read_text() == PYPROJECT
         assert (lab / "README.md").read_text() == README
-        report = (project / "build" / f"refresh-{TODAY}.md").read_text()
+        report = report_of(project).read_text()
         assert f"- `docs/part-1/tiny.md` shows `{old.run_id}` ({LESSON})" in report
         assert "(0 moved by this refresh)" in report or "moved)" not in report
     finally:
