@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support import COURSE, REPO, chromium_browser, lay_out_every_block
 
+from course.pages.choose import newest_page_run
 from course.record.store import Store
 
 PAGE = "part-2/kv-cache/"
@@ -45,7 +46,7 @@ def test_step_one_reruns_on_a_cpu_machine(tmp_path: Path) -> None:
         "size"
     )
     # the same numbers as the committed H200 run: step 1 is pure arithmetic
-    h200 = Store(REPO / "build").newest_good("kv-cache")
+    h200 = newest_page_run(Store(REPO / "build"), "kv-cache")
     assert h200 is not None
     assert {k: v.value for k, v in size.values.items()} == {
         k: v.value for k, v in h200.record.step("size").values.items()
@@ -61,7 +62,7 @@ def site(repo_site: tuple[Path, str]) -> tuple[Path, str]:
 def test_the_lesson_page_is_built_from_the_newest_good_run(site: tuple[Path, str]) -> None:
     site_dir, _ = site
     html = (site_dir / PAGE / "index.html").read_text(encoding="utf-8")
-    newest = Store(REPO / "build").newest_good("kv-cache")
+    newest = newest_page_run(Store(REPO / "build"), "kv-cache")
     assert newest is not None
     sources = set(re.findall(r'data-source="([^"]+)"', html))
     from_newest = {s for s in sources if s.startswith(newest.run_id + "/")}
@@ -123,7 +124,7 @@ def test_every_install_line_names_real_extras_and_the_recorded_versions(
     import zipfile
 
     site_dir, _ = site
-    run = Store(REPO / "build").newest_good("kv-cache")
+    run = newest_page_run(Store(REPO / "build"), "kv-cache")
     assert run is not None
     native = {"llama.cpp"}  # a build, not a pip package: never pinned in an install line
     recorded = {f"{n}=={v}" for n, v in run.record.engine.items() if v and n not in native}

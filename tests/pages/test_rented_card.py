@@ -14,12 +14,13 @@ from support import REPO
 from course.lab.facts import FACTS_FILE
 from course.lab.load import load_lab
 from course.pages import facts
+from course.pages.choose import newest_page_run
 from course.record.store import Store
 
 
 def test_lesson_24_is_priced_on_a_4090_and_needs_what_its_largest_fixed_step_took() -> None:
     lab = load_lab(REPO / "lab" / "kv-cache" / "lab.yml")
-    run = Store(REPO / "build").newest_good("kv-cache")
+    run = newest_page_run(Store(REPO / "build"), "kv-cache")
     assert run is not None
     need = facts.gpu_need(run, lab)
     sized = {s.id for s in lab.lab.steps if s.sizes_to_card}
@@ -59,7 +60,7 @@ def test_a_lab_whose_fixed_peak_does_not_fit_the_4090_is_priced_on_its_own_card(
     shutil.copytree(REPO / "lab" / "common", tmp_path / "lab" / "common", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("facts.toml", "__pycache__"))  # fmt: skip
     lab = load_lab(tmp_path / "lab" / "kv-cache" / "lab.yml")
-    run = Store(REPO / "build").newest_good("kv-cache")
+    run = newest_page_run(Store(REPO / "build"), "kv-cache")
     assert run is not None
     assert facts.card_bytes(tmp_path, facts.RENTED_CARD) == 12 * 2**30
     assert facts.rented_card(tmp_path, run, lab) == "NVIDIA H200"
