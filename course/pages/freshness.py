@@ -70,7 +70,9 @@ def _notes(
     if newest is None:
         notes.append(f"no good run: `course run {lesson.id}` on a GPU machine")
     elif runs and runs[-1].run_id != newest.run_id:
-        notes.append(f"newer run {runs[-1].run_id} {runs[-1].record.status}")
+        last = runs[-1]
+        elsewhere = f" on {last.gpu_name}" if last.gpu_name != newest.gpu_name else ""
+        notes.append(f"newer run {last.run_id} {last.record.status}{elsewhere}")
     for src, pinned_lesson, run_id in pinned:
         if pinned_lesson == lesson.id and newest and run_order(run_id) < run_order(newest.run_id):
             notes.append(f"docs/{src} is pinned behind, to {run_id}")
@@ -86,8 +88,8 @@ def _notes(
 
 @macro
 def freshness(ctx: PageContext) -> str:
-    """Each lesson's newest good run, its age and warnings, then each step's time and peak GPU
-    memory."""
+    """Each lesson's newest good run (on its lab's card: the one its page shows unpinned), its
+    age and warnings, then each step's time and peak GPU memory."""
     store = Store(ctx.root / "build")
     on = today()
     pinned = [
@@ -99,7 +101,7 @@ def freshness(ctx: PageContext) -> str:
     rows, sections = [], []
     for lesson in ctx.outline.lessons:
         runs = store.runs(lesson.id)
-        newest = next((r for r in reversed(runs) if r.good), None)
+        newest = newest_page_run(store, lesson.id)  # on its lab's card
         notes = (
             "; ".join(html.escape(n) for n in _notes(lesson, runs, newest, pinned, releases)) or "—"
         )

@@ -13,7 +13,9 @@ from support import COURSE, FIXTURES
 
 from course.pages.choose import lesson_page_runs
 from course.pages.feed import feed_entries
+from course.pages.lessons import PageEntry, read_meta
 from course.pages.outline import load_outline
+from course.pages.render import render_page
 from course.record.files import dump_json
 from course.record.store import Store
 
@@ -60,6 +62,16 @@ def shown(root: Path) -> dict[str, str]:
     return {page.src: page.run_id for page in lesson_page_runs(root)}
 
 
+def freshness_row(root: Path) -> str:
+    """The freshness page's row of the lesson, as Markdown's HTML."""
+    page = root / "docs" / "freshness.md"
+    page.write_text("---\ntitle: Freshness\n---\n\n{{ freshness() }}\n")
+    meta, raw, _ = read_meta(page, "docs/freshness.md")
+    text = render_page(root, PageEntry("freshness.md", meta, raw)).markdown or ""
+    (row,) = [r for r in text.split("<tr>") if "A tiny cache</td>" in r]
+    return row
+
+
 def in_feed(root: Path) -> list[str]:
     entries = feed_entries(load_outline(root / "docs"), Store(root / "build"), "https://x.org/")
     return [entry.id.rsplit("#run-", 1)[1] for entry in entries]
@@ -76,6 +88,9 @@ def test_a_run_on_another_card_stays_a_record_without_moving_the_page(site: Path
     ask_for(site, "H200")
     assert shown(site) == {"part-1/tiny.md": OLD, "part-1/pinned.md": OLDER}
     assert in_feed(site) == [OLD, OLDER]  # the learners' feed: no page moved
+    row = freshness_row(site)  # the authors' freshness page: the page's run, and the record beside
+    assert f"<code>{OLD}</code>" in row
+    assert f"newer run {H100} ok on NVIDIA H100 80GB HBM3" in row
     done = course(site, "check")
     assert done.returncode == 0, done.stderr
     # the default diff compares the two newest good runs on the lab's card
