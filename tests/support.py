@@ -50,6 +50,17 @@ _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 CourseRun = Callable[..., subprocess.CompletedProcess[str]]
 
 
+def course_at(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`course --root ROOT ARGS...` as a real process with a bare environment (wide tables)."""
+    return subprocess.run(
+        [*COURSE, "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"},
+    )
+
+
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
     with socket.socket() as s:

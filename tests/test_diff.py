@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from support import COURSE, FIXTURES
+from support import FIXTURES
+from support import course_at as course
 
 from course.record.files import dump_json
 from course.record.store import Store
@@ -44,16 +44,6 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 STATES = ("FAILS", "holds")
-
-
-def course(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COURSE, "--root", str(root), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"},
-    )
 
 
 def test_diff_of_the_two_newest_good_runs(release: Path) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from support import COURSE, FIXTURES
+from support import FIXTURES
+from support import course_at as course
 
 from course.pages.choose import lesson_page_runs
 from course.pages.feed import feed_entries
@@ -46,16 +46,6 @@ def ask_for(root: Path, card: str) -> None:
     lab = root / "lab" / LESSON / "lab.yml"
     text = lab.read_text()
     lab.write_text(text.replace("steps:\n", f"resources: {{gpu: {card}}}\n" + "steps:\n", 1))
-
-
-def course(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COURSE, "--root", str(root), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"},
-    )
 
 
 def shown(root: Path) -> dict[str, str]:
