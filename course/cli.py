@@ -268,8 +268,8 @@ def diff(
     as_json: bool, all_values: bool, tolerance: float,
 ) -> None:  # fmt: skip
     """Compare two runs of LESSON (default: its two newest good runs on the card its lab asks for,
-    resources.gpu): values moved beyond their
-    spread or within noise, sizes and counts changed, lab inputs, claims broken.
+    resources.gpu): values moved beyond their spread or within noise, sizes and counts changed,
+    lab inputs, claims broken.
 
     Exits 1 when a claim of the lesson's pages fails on the newer run.
     """

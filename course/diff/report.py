@@ -166,7 +166,7 @@ def pick_runs(
     when given: the card the lab asks for)."""
     if run_a and run_b:
         return store.get(lesson, run_a), store.get(lesson, run_b)
-    good = [r for r in store.good_runs(lesson) if card is None or r.on_card(card)]
+    good = store.good_runs(lesson, card)
     if run_a:
         newer = good[-1] if good else None
         if newer is None or newer.run_id == run_a:

@@ -61,8 +61,7 @@ def _card_of(path: Path, mtime_ns: int, size: int) -> str | None:
 
 def page_runs(store: Store, lesson: str) -> list[Run]:
     """The runs a page of the lesson can show, oldest first: its good runs on its lab's card."""
-    card = lab_card(store.build.parent, lesson)
-    return [r for r in store.good_runs(lesson) if card is None or r.on_card(card)]
+    return store.good_runs(lesson, lab_card(store.build.parent, lesson))
 
 
 def newest_page_run(store: Store, lesson: str) -> Run | None:

@@ -92,14 +92,14 @@ class Store:
         return sorted(p.name for p in self.build.iterdir() if p.is_dir() and p.name[0] != ".")
 
     def newest_good(self, lesson: str, card: str | None = None) -> Run | None:
-        """The newest run whose every step succeeded, on a GPU of kind `card` when one is given
-        (lab.yml's `resources.gpu`, `Run.on_card`); `pages/choose.py` picks a page's run with it."""
-        good = [r for r in self.good_runs(lesson) if card is None or r.on_card(card)]
+        """The newest of `good_runs`: the one a page shows (`pages/choose.py`)."""
+        good = self.good_runs(lesson, card)
         return good[-1] if good else None
 
-    def good_runs(self, lesson: str) -> list[Run]:
-        """The runs whose every step succeeded, oldest first."""
-        return [r for r in self.runs(lesson) if r.good]
+    def good_runs(self, lesson: str, card: str | None = None) -> list[Run]:
+        """The runs whose every step succeeded, oldest first; only those on a GPU of kind `card`
+        when one is given (lab.yml's `resources.gpu`, `Run.on_card`)."""
+        return [r for r in self.runs(lesson) if r.good and (card is None or r.on_card(card))]
 
     def get(self, lesson: str, run_id: str) -> Run:
         """One run by id; RecordError listing the runs there are otherwise."""

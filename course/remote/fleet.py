@@ -85,7 +85,7 @@ def decide(
     lab = loaded.lab
     res = lab.resources or Resources()
     store = Store(root / "build")
-    good = store.newest_good(lab.lesson, res.gpu)
+    good = store.newest_good(lab.lesson, lab.card)
     declared = lab.setup.install_seconds + lab.setup.download_seconds
     seconds = (good.record.seconds or 0.0) if good else 0.0
     hours = (res.count if res.gpu else 0) * (seconds + declared) / 3600
@@ -98,10 +98,10 @@ def decide(
     if options.force:
         return verdict(True, "--force")
     if good is None:
-        other = store.newest_good(lab.lesson) if res.gpu else None
+        other = store.newest_good(lab.lesson) if lab.card else None
         if other is not None:
             return verdict(
-                True, f"no complete run on {res.gpu} yet ({other.run_id} ran on {other.gpu_name})"
+                True, f"no complete run on {lab.card} yet ({other.run_id} ran on {other.gpu_name})"
             )
         return verdict(True, "no complete run yet")
     engine = dict(good.record.engine)
