@@ -71,6 +71,25 @@ def newest_page_run(store: Store, lesson: str) -> Run | None:
     return found[-1] if found else None
 
 
+def cardless_warning(store: Store, lesson: str) -> str | None:
+    """A warning when the lesson's lab names no card while its good runs were made on more than
+    one kind of GPU: its page then follows the newest of them, whatever the card its sentences
+    were written for."""
+    if lab_card(store.build.parent, lesson) is not None:
+        return None
+    good = store.good_runs(lesson)
+    kinds = list(dict.fromkeys(r.gpu_name for r in good))
+    if len(kinds) < 2:
+        return None
+    newest = good[-1]
+    return (
+        f"lab/{lesson}/lab.yml names no card, and the good runs of '{lesson}' were made on "
+        f"{len(kinds)} kinds of GPU ({', '.join(kinds)}): its page shows the newest, "
+        f"{newest.run_id} on {newest.gpu_name}, whatever the card its sentences were written for; "
+        "name that card in lab.yml (resources: {gpu: KIND}) to keep the page on its runs"
+    )
+
+
 def page_run(store: Store, lesson: str, pinned: str | None = None) -> Run:
     """The pinned run, else `newest_page_run`; PageError when there is none. The store's folder is
     the project's build/, beside its lab/."""

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..errors import CourseError, PageError
 from ..package.lint import shipped_findings
 from ..pages.checks import position_warning
-from ..pages.choose import newest_page_run
+from ..pages.choose import cardless_warning, newest_page_run
 from ..pages.claims import fragile_warnings
 from ..pages.context import Problem
 from ..pages.faq import load_page_data
@@ -57,6 +57,9 @@ def check_pages(root: Path, lessons_only: bool = False) -> Checked:
             checked.warnings += fragile_warnings(
                 f"docs/{entry.src}", source, page.context.claim_results
             )
+    store = Store(root / "build")
+    lessons = dict.fromkeys(e.meta.lesson for e in pages if e.meta.lesson and not e.meta.run)
+    checked.warnings += [w for w in (cardless_warning(store, x) for x in lessons if x) if w]
     for finding in dict.fromkeys(findings):  # in order, each once
         if settings.level(finding.check) == "error":
             checked.problems.append(

@@ -74,6 +74,25 @@ def test_a_lab_that_names_no_card_follows_the_newest_good_run_on_any(site: Path)
     assert done.returncode == 1 and CLAIM in done.stderr, done.stderr
 
 
+def test_check_warns_when_runs_on_two_cards_meet_a_lab_that_names_none(site: Path) -> None:
+    record = site / "build" / LESSON / H100 / "run.json"
+    data = json.loads(record.read_text())
+    (decode,) = [s for s in data["steps"] if s["id"] == "decode"]
+    decode["values"]["tps_long"]["value"] = 201.7  # as on the H200: every claim holds
+    record.write_text(dump_json(data))
+    done = course(site, "check")
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"warning: lab/{LESSON}/lab.yml names no card, and the good runs of '{LESSON}' were made "
+        f"on 2 kinds of GPU (NVIDIA H200, NVIDIA H100 80GB HBM3): its page shows the newest, "
+        f"{H100} on NVIDIA H100 80GB HBM3, whatever the card its sentences were written for; name "
+        "that card in lab.yml (resources: {gpu: KIND}) to keep the page on its runs"
+    ) in " ".join(done.stderr.split()), done.stderr
+    ask_for(site, "H200")
+    named = course(site, "check")
+    assert named.returncode == 0 and "names no card" not in named.stderr, named.stderr
+
+
 def test_a_run_on_another_card_stays_a_record_without_moving_the_page(site: Path) -> None:
     ask_for(site, "H200")
     assert shown(site) == {"part-1/tiny.md": OLD, "part-1/pinned.md": OLDER}
