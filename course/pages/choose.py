@@ -24,15 +24,14 @@ def missing_run_mark(lesson: str) -> str:
     return f"no good run of '{lesson}'"
 
 
-def missing_run_message(lesson: str, card: str | None = None, store: Store | None = None) -> str:
+def missing_run_message(lesson: str, card: str | None, store: Store) -> str:
     """What a page says when its lesson has no good run (on its lab's card) yet."""
     if card is None:
         return (
             f"{missing_run_mark(lesson)} in build/{lesson}/ (expected a recorded run: run "
             f"`course run {lesson}` on a GPU machine and commit its build folder)"
         )
-    others = store.good_runs(lesson) if store is not None else []
-    newest = others[-1] if others else None
+    newest = store.newest_good(lesson)
     elsewhere = (
         f"; its newest good run, {newest.run_id}, ran on {newest.gpu_name}" if newest else ""
     )
@@ -95,9 +94,9 @@ def page_run(store: Store, lesson: str, pinned: str | None = None) -> Run:
     the project's build/, beside its lab/."""
     if pinned:
         return store.get(lesson, pinned)
-    found = newest_page_run(store, lesson)
+    card = lab_card(store.build.parent, lesson)
+    found = store.newest_good(lesson, card)
     if found is None:
-        card = lab_card(store.build.parent, lesson)
         raise PageError(missing_run_message(lesson, card, store))
     return found
 
