@@ -24,18 +24,18 @@ def lab_files(folder: Path) -> list[str]:
 
 
 def expand_inputs(
-    folder: Path, globs: list[str], extra: list[str] | None = None
+    folder: Path, globs: list[str], extra: list[str] | None = None, files: list[str] | None = None
 ) -> dict[str, list[str]]:
     """Each input glob of a step with the lab files it matches (and the `extra` names, included
-    from other labs, that it matches by name)."""
-    files = set(lab_files(folder))
+    from other labs, that it matches by name); `files`, the folder's `lab_files` when known."""
+    own = set(lab_files(folder) if files is None else files)
     result = {}
     for pattern in globs:
         matched = sorted(
             Path(m).relative_to(folder).as_posix()
             for m in glob.glob(str(folder / pattern), recursive=True)
         )
-        found = [m for m in matched if m in files]
+        found = [m for m in matched if m in own]
         found += [name for name in extra or [] if fnmatch.fnmatch(name, pattern)]
         result[pattern] = sorted(set(found))
     return result

@@ -8,7 +8,6 @@ the lab names no card, its lesson's newest good run. A run on another card stays
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,16 +45,7 @@ def lab_card(root: Path, lesson: str) -> str | None:
     """The GPU kind a lesson's lab asks for (lab.yml's `resources.gpu`); None when it names none
     or the lesson has no lab.yml. LabError for a lab.yml that does not load."""
     path = root / "lab" / lesson / "lab.yml"
-    if not path.is_file():
-        return None
-    stat = path.stat()
-    return _card_of(path, stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=64)
-def _card_of(path: Path, mtime_ns: int, size: int) -> str | None:
-    """lab.yml's `resources.gpu`, read once per version of the file (its time and size)."""
-    return load_lab(path).lab.card
+    return load_lab(path).lab.card if path.is_file() else None
 
 
 def page_runs(store: Store, lesson: str) -> list[Run]:

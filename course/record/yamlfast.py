@@ -19,3 +19,14 @@ def safe_load(text: str) -> Any:
 def compose(text: str) -> yaml.Node | None:
     """`yaml.compose` with the safe loader, through libyaml: nodes with their marks."""
     return yaml.compose(text, Loader=SAFE_LOADER)
+
+
+def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
+    """The document's nodes (with their marks) and its values, from one parse: what `compose`
+    and `safe_load` give, the values made from the nodes."""
+    loader = SAFE_LOADER(text)
+    try:
+        node = loader.get_single_node()
+        return node, None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()

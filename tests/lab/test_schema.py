@@ -344,3 +344,44 @@ def test_a_noise_percent_outside_0_to_300_is_refused_naming_its_pattern(
     assert found == [
         f"line 5: noise.values: 'concurrency.tok_s_*': {said} is not a percent from 0 to 300"
     ]
+
+
+def test_a_lab_loaded_again_is_read_again_whenever_what_it_checks_changed(tmp_path: Path) -> None:
+    """A process asks for a lab many times (a build: about 50); it is given the same object while
+    lab.yml and the names of the files its inputs match are unchanged, and read again otherwise."""
+    shared = tmp_path / "lab" / "common" / "kit"
+    shared.mkdir(parents=True)
+    (shared / "one.py").write_text("x = 1\n")
+    text = """\
+lesson: demo
+title: Demo
+include: [../common/kit]
+steps:
+  - id: one
+    run: python3 a.py
+    inputs: [a.py, "data/*.json", "kit/two.py"]
+"""
+    path = write_lab(tmp_path, text)
+    (path.parent / "data").mkdir()
+    (path.parent / "data" / "n.json").write_text("{}")
+    (shared / "two.py").write_text("y = 2\n")
+    first = load_lab(path)
+    assert load_lab(path) is first  # nothing changed
+    (path.parent / "data" / "n.json").write_text('{"n": 1}')  # a file's content: not validated
+    assert load_lab(path) is first
+    (path.parent / "data" / "n.json").unlink()  # an input glob now matches nothing
+    assert any("'data/*.json' matches no file" in p for p in problems(path))
+    (path.parent / "data" / "m.json").write_text("{}")
+    again = load_lab(path)
+    assert again is not first and again.lab == first.lab
+    (shared / "two.py").unlink()  # a file the include brought
+    assert any("'kit/two.py' matches no file" in p for p in problems(path))
+    (shared / "two.py").write_text("y = 2\n")
+    path.write_text(text.replace("title: Demo", "title: Dome"))  # lab.yml, its size unchanged
+    assert load_lab(path).lab.title == "Dome"
+    (tmp_path / "lab" / "common" / "kit").rename(tmp_path / "lab" / "common" / "gone")
+    assert any("include" in p and "../common/kit" in p for p in problems(path))
+    (tmp_path / "lab" / "common" / "gone").rename(tmp_path / "lab" / "common" / "kit")
+    assert load_lab(path).lab.title == "Dome"
+    (path.parent / "loop").symlink_to(".")  # a loop: refused, never taken from before
+    assert any("a folder that holds it: a loop" in p for p in problems(path))
