@@ -20,7 +20,11 @@ by a constant 4×, so its mobile score depends on how fast this machine is at th
 day of the same machine kind). After each mobile run, the same page is run again with the
 multiplier that turns the index just measured into one target phone's, TARGET_INDEX (Lighthouse's
 docs/throttling.md: "Calibrating the CPU slowdown"): multiplier = index / TARGET_INDEX, never below
-1. The table shows both scores, the index and the multiplier; the targets hold for both.
+1. The table shows both scores, the index and the multiplier; the targets hold for both. A
+calibrated run measures the index again at its start: where it moved more than DRIFT from the one
+its multiplier came from, the machine changed speed in between, and the run is done again with
+the multiplier of its own index (at most REDO times; the redone runs stay in --json, out of the
+medians).
 
 The second table says what nginx really sent (from its access log) and what a client asking for
 only `br` or only `gzip` gets. Every process the bench starts is ended when it ends; it says how
@@ -87,6 +91,11 @@ METRICS = {
     "bytes": "total-byte-weight",
 }
 TIMEOUT = 240
+DRIFT = 0.2
+"""How far a calibrated run's own benchmark index may be from the one its multiplier came from
+(the previous run's) before the run is redone: the machine changed speed in between."""
+REDO = 2
+"""How many times a calibrated run is redone at most."""
 TARGET_INDEX = 700.0
 """The phone a calibrated mobile score means: Lighthouse's default 4× on this machine kind when
 bench/README.md's scores were measured (index 2,717–2,919, ÷ 4 ≈ 700), a mid-tier mobile in the
@@ -114,6 +123,11 @@ class Run:
     """Processes of this run still alive half a second after Lighthouse had returned."""
     multiplier: float = 4.0
     """The CPU slowdown Lighthouse simulated (4× unless calibrated)."""
+    calibrated_from: float | None = None
+    """A calibrated run's: the benchmark index its multiplier was worked out from."""
+    redone: bool = False
+    """A calibrated run whose own index had moved from `calibrated_from` by more than DRIFT: run
+    again with the multiplier of its own index, and left out of the medians."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -278,7 +292,8 @@ def show(medians: list[Run], runs: list[Run], served: dict[str, Served]) -> None
             fmt(m["tbt"], 1, ".0f"),
             fmt(m["cls"], 1, ".3f"),
             fmt(m["bytes"], 1, ",.0f"),
-            fmt(best.benchmark_index, 1, ".0f"),
+            fmt(best.benchmark_index, 1, ".0f")
+            + (f"\n(set {best.calibrated_from:.0f})" if best.calibrated_from else ""),
             f"{best.multiplier:g}",
         )
     console.print(table)
@@ -304,6 +319,37 @@ def plain_by_suffix(facts: Served) -> str:
     line = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
     text = len(facts.text_sent_plain)
     return f"{line or 'none'}\n({text} text file{'s' * (text != 1)} ≥ 1 KiB among them)"
+
+
+def phone_runs(
+    args: argparse.Namespace, cli: Path, run: Run, url: str, reports: Path, tmp: Path, name: str
+) -> list[Run]:
+    """The calibrated runs after mobile run `run`: one with the multiplier of `run`'s index, and
+    again (at most REDO times) while a run's own index is more than DRIFT from the one its
+    multiplier came from."""
+    done: list[Run] = []
+    source = run.benchmark_index
+    m = calibrated(source, args.target_index)
+    for attempt in range(REDO + 1):
+        if source is None or m is None:
+            break
+        suffix = f"-redo{attempt}" if attempt else ""
+        report = reports / f"{run.way}-phone-{name}-{run.run}{suffix}.json"
+        phone = Run(run.way, "mobile@phone", run.page, run.run, str(report))
+        phone.multiplier, phone.calibrated_from = m, source
+        phone.error, phone.left = lighthouse(cli, url, "mobile", report, tmp, m)
+        if report.is_file():
+            read_report(phone)
+        done.append(phone)
+        said = phone.error or phone.scores
+        print(f"{run.way} phone ({m:g}×) {run.page} run {run.run}: {said}", flush=True)
+        own = phone.benchmark_index
+        if phone.error or not own or abs(own / source - 1) <= DRIFT or attempt == REDO:
+            break
+        phone.redone = True
+        print(f"  its index was {own:.0f}, not {source:.0f}: run again at the new multiplier")
+        source, m = own, calibrated(own, args.target_index)
+    return done
 
 
 def measure(
@@ -335,18 +381,8 @@ def measure(
                                 runs.append(run)
                                 said = run.error or run.scores
                                 print(f"{way} {mode} {path} run {n}: {said}", flush=True)
-                                m = calibrated(run.benchmark_index, args.target_index)
-                                if mode != "mobile" or not args.calibrate or m is None:
-                                    continue
-                                report = reports / f"{way}-phone-{name}-{n}.json"
-                                phone = Run(way, "mobile@phone", path, n, str(report))
-                                phone.multiplier = m
-                                phone.error, phone.left = lighthouse(cli, url, mode, report, tmp, m)
-                                if report.is_file():
-                                    read_report(phone)
-                                runs.append(phone)
-                                said = phone.error or phone.scores
-                                print(f"{way} phone ({m:g}×) {path} run {n}: {said}", flush=True)
+                                if mode == "mobile" and args.calibrate:
+                                    runs += phone_runs(args, cli, run, url, reports, tmp, name)
                 served[way] = sent_by_encoding(log, site)
                 served[way].probe = asked
         finally:
@@ -396,15 +432,24 @@ def main() -> int:
     reports.mkdir(parents=True)
     runs, served = measure(args, {name: every[name] for name in chosen}, reports)
     seconds = time.monotonic() - started
-    keys = list(dict.fromkeys(r.key for r in runs))
-    medians = [median_run([r for r in runs if r.key == key]) for key in keys]
-    show(medians, runs, served)
+    kept = [r for r in runs if not r.redone]
+    keys = list(dict.fromkeys(r.key for r in kept))
+    medians = [median_run([r for r in kept if r.key == key]) for key in keys]
+    show(medians, kept, served)
     for line in sorted({w for r in runs for w in r.warnings}):
         print(f"Lighthouse warned: {line}")
     index = [r.benchmark_index for r in runs if r.benchmark_index is not None]
     if index:
         print(f"Lighthouse's benchmark index of this machine: {min(index):.0f}–{max(index):.0f}")
         print(f"the target phone's index: {args.target_index:.0f} (mobile@phone rows)")
+    redone = [r for r in runs if r.redone]
+    if args.calibrate:
+        print(
+            f"calibrated runs redone because the machine's index moved more than {DRIFT:.0%} "
+            f"from the run before: {len(redone)}"
+            + "".join(f"\n  {r.page} run {r.run}: {r.calibrated_from:.0f} → {r.benchmark_index:.0f}"
+                      for r in redone)
+        )  # fmt: skip
     print(f"reports: {reports}")
     print(
         f"{len(runs)} Lighthouse runs; the bench took {seconds:.0f} s; processes left: "
