@@ -8,9 +8,9 @@ Each SITE is a built site folder (`site/` after `course build`, or a copy built 
 served from 127.0.0.1 by Python's own server. Every load is a fresh browser context with a phone's
 screen (412 × 823 CSS px, as Lighthouse's mobile mode) and the renderer's CPU slowed `--rate`
 times by Chromium itself (CDP `Emulation.setCPUThrottlingRate`), traced with Chromium's
-`devtools.timeline` categories from the navigation until 3 s after the load event. The sites'
-loads are interleaved (A B A B ...), so that the machine's own changes of speed, which move
-Lighthouse's uncalibrated score by 20 points on a two-core machine, fall on both alike.
+`devtools.timeline` categories from the navigation until 3 s (`--settle`) after the load event.
+The sites' loads are interleaved (A B A B ...), so that the machine's own changes of speed, which
+move Lighthouse's uncalibrated score by 20 points on a two-core machine, fall on both alike.
 
 Per load it reads from the trace of the page's renderer main thread:
     tasks ms     every top-level task's time (RunTask)
@@ -183,8 +183,9 @@ def read_trace(trace: dict[str, Any], load: Load) -> None:
         load.longest.append(label(task, inside))
 
 
-def trace_load(browser: Browser, url: str, rate: float) -> dict[str, Any]:
-    """One load of `url` on a phone's screen, the CPU slowed `rate` times, traced."""
+def trace_load(browser: Browser, url: str, rate: float, settle_ms: int) -> dict[str, Any]:
+    """One load of `url` on a phone's screen, the CPU slowed `rate` times, traced until
+    `settle_ms` after the load event."""
     context = browser.new_context(viewport=PHONE, device_scale_factor=1.75, is_mobile=True)
     try:
         page = context.new_page()
@@ -192,7 +193,7 @@ def trace_load(browser: Browser, url: str, rate: float) -> dict[str, Any]:
         cdp.send("Emulation.setCPUThrottlingRate", {"rate": rate})
         browser.start_tracing(page=page, categories=CATEGORIES)
         page.goto(url, wait_until="load", timeout=120_000)
-        page.wait_for_timeout(3000)
+        page.wait_for_timeout(settle_ms)
         data = browser.stop_tracing()
         return dict(json.loads(data))
     finally:
@@ -244,6 +245,7 @@ def main() -> int:
     parser.add_argument("--pages", default="/part-2/gpu-memory/,/part-2/kv-cache/")
     parser.add_argument("--loads", type=int, default=7, help="loads per site and page")
     parser.add_argument("--rate", type=float, default=8.0, help="CPU slowdown (8: a slow phone)")
+    parser.add_argument("--settle", type=int, default=3000, help="ms traced after the load event")
     parser.add_argument("--json", type=Path, help="write every load's figures to this file")
     args = parser.parse_args()
     missing = [str(s) for s in args.sites if not (s / "index.html").is_file()]
@@ -259,12 +261,12 @@ def main() -> int:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         stack.callback(browser.close)
         for url in urls:  # a first load each, not counted
-            trace_load(browser, url + pages[0], args.rate)
+            trace_load(browser, url + pages[0], args.rate, args.settle)
         for n in range(1, args.loads + 1):
             for page in pages:
                 for site, url in zip(names, urls, strict=True):
                     load = Load(site, page, n)
-                    read_trace(trace_load(browser, url + page, args.rate), load)
+                    read_trace(trace_load(browser, url + page, args.rate, args.settle), load)
                     loads.append(load)
                     print(f"{site} {page} {n}: blocking {load.ms['blocking']:.0f} ms", flush=True)
     show(loads, names, pages)
