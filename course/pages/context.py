@@ -57,7 +57,8 @@ class PageContext:
     """The run to show instead of the chosen one (`course diff` evaluates a page on two runs)."""
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    """What `course check` warns about on this page without failing (a terminal line too wide)."""
+    """What `course check` warns about on this page without failing (a terminal line too wide,
+    where `widgets.WIDE_LINES_FAIL` is off)."""
     placed_checks: list[str] = field(default_factory=list)
     claim_results: list[ClaimResult] = field(default_factory=list)
     """Every claim checked on the page, in order (for `course diff`)."""
