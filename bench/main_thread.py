@@ -5,10 +5,11 @@ site side by side: what a change to the pages does to the work Lighthouse's mobi
         [--loads 7] [--rate 8] [--json FILE]
 
 Each SITE is a built site folder (`site/` after `course build`, or a copy built from a change),
-served from 127.0.0.1 by Python's own server. Every load is a fresh browser context with a phone's
-screen (412 × 823 CSS px, as Lighthouse's mobile mode) and the renderer's CPU slowed `--rate`
-times by Chromium itself (CDP `Emulation.setCPUThrottlingRate`), traced with Chromium's
-`devtools.timeline` categories from the navigation until 3 s (`--settle`) after the load event.
+served from 127.0.0.1 by the tests' own server (tests/support.py). Every load is a fresh browser
+context with a phone's screen (412 × 823 CSS px, as Lighthouse's mobile mode) and the renderer's
+CPU slowed `--rate` times by Chromium itself (CDP `Emulation.setCPUThrottlingRate`), traced
+with Chromium's `devtools.timeline` categories from the navigation until 3 s (`--settle`) after
+the load event.
 The sites' loads are interleaved (A B A B ...), so that the machine's own changes of speed, which
 move Lighthouse's uncalibrated score by 20 points on a two-core machine, fall on both alike.
 
@@ -31,14 +32,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import http.server
 import json
 import statistics
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +43,9 @@ from typing import Any
 from playwright.sync_api import Browser, sync_playwright
 from rich.console import Console
 from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support import serving  # noqa: E402 - the tests' static server, on a free local port
 
 CHROMIUM = "/usr/bin/chromium"
 PHONE = {"width": 412, "height": 823}
@@ -65,26 +65,6 @@ KINDS = {
 }  # fmt: skip
 NESTED_SCRIPT = ("EvaluateScript", "FunctionCall", "EventDispatch", "TimerFire")
 """Events that may nest in one another: only the outermost is counted as script time."""
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *_: Any) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def serving(folder: Path) -> Iterator[str]:
-    """The folder on a free local port for the length of the block: its address."""
-    handler = functools.partial(_Quiet, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 @dataclass
@@ -256,7 +236,7 @@ def main() -> int:
     loads: list[Load] = []
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
-        urls = [stack.enter_context(serving(site)) for site in args.sites]
+        urls = [stack.enter_context(serving(site)).rstrip("/") for site in args.sites]
         p = stack.enter_context(sync_playwright())
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         stack.callback(browser.close)
