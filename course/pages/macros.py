@@ -39,8 +39,10 @@ from .widgets import (
     script_failure,
     select_lines,
     split_transcript,
+    stale_acceptances,
     terminal_html,
     wide_lines,
+    wide_message,
 )
 from .widgets import (
     line_count as count_lines,
@@ -198,26 +200,14 @@ def terminal(ctx: PageContext, step: str, lines: str | None = None, wide: str | 
     command = fold_command(recorded.command)
     options = {k: v for k, v in (("lines", lines), ("wide", wide)) if v is not None}
     call = call_text("terminal", (step,), options)
-    for index in accepted:  # an acceptance that no longer holds is said, not kept silently
-        if index not in keep or len(output[index]) <= TERMINAL_COLUMNS:
-            why = "not shown" if index not in keep else f"{len(output[index])} characters"
-            ctx.problem(
-                call,
-                f"wide={wide!r}: line {index + 1} is {why}, not wider than the "
-                f"{TERMINAL_COLUMNS} characters a block shows whole: take it out of wide=",
-            )
+    for stale in stale_acceptances(output, keep, accepted):  # said, never kept silently
+        ctx.problem(call, f"wide={wide!r}: {stale}, not wider than the {TERMINAL_COLUMNS} "
+                    "characters a block shows whole: take it out of wide=")  # fmt: skip
     found = wide_lines(command, output, [i for i in keep if i not in accepted])
-    if found:
-        shown = "; ".join(found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
-        message = (
-            f"{shown}: wider than the {TERMINAL_COLUMNS} characters a terminal block shows whole "
-            "at 1280 px and in the PDF (print it narrower in the lab; a line the lab cannot "
-            'narrow, such as another program\'s log, the page may accept with wide="N")'
-        )
-        if WIDE_LINES_FAIL:
-            ctx.problem(call, message)
-        else:
-            ctx.notes.append(f"{ctx.page}: {call}: {message}")
+    if found and WIDE_LINES_FAIL:
+        ctx.problem(call, wide_message(found))
+    elif found:
+        ctx.notes.append(f"{ctx.page}: {call}: {wide_message(found)}")
     return terminal_html(command, output, keep, source, recorded.title or step)
 
 

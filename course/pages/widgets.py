@@ -141,6 +141,27 @@ def wide_lines(command: str, output: list[str], keep: list[int]) -> list[str]:
     return found
 
 
+def wide_message(found: list[str]) -> str:
+    """What a check says of the lines `wide_lines` found, and the two remedies."""
+    shown = "; ".join(found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
+    return (
+        f"{shown}: wider than the {TERMINAL_COLUMNS} characters a terminal block shows whole at "
+        "1280 px and in the PDF (print it narrower in the lab; a line the lab cannot narrow, "
+        'such as another program\'s log, the page may accept with wide="N")'
+    )
+
+
+def stale_acceptances(output: list[str], keep: list[int], accepted: list[int]) -> list[str]:
+    """The lines a terminal's `wide=` accepts that are not shown or not wider than
+    TERMINAL_COLUMNS: 'line 14 is 49 characters', 'line 15 is not shown'."""
+    return [
+        f"line {index + 1} is "
+        + ("not shown" if index not in keep else f"{len(output[index])} characters")
+        for index in accepted
+        if index not in keep or len(output[index]) <= TERMINAL_COLUMNS
+    ]
+
+
 def terminal_html(command: str, output: list[str], keep: list[int], source: str, title: str) -> str:
     """A terminal block: prompt, command, the kept output lines, and a mark where lines were left
     out.
