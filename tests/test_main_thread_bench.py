@@ -36,7 +36,7 @@ def test_the_bench_finds_a_long_task_and_names_its_script(tmp_path: Path) -> Non
     out = tmp_path / "loads.json"
     done = subprocess.run(
         [sys.executable, str(REPO / "bench" / "main_thread.py"), str(calm), str(busy),
-         "--pages", "/page/", "--loads", "2", "--rate", "1", "--settle", "600",
+         "--pages", "/page/", "--loads", "2", "--rate", "1", "--settle", "300",
          "--json", str(out)],
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
