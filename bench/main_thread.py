@@ -16,8 +16,9 @@ move Lighthouse's uncalibrated score by 20 points on a two-core machine, fall on
 Per load it reads from the trace of the page's renderer main thread:
     tasks ms     every top-level task's time (RunTask)
     long ms      the time of the tasks over 50 ms
-    blocking ms  Σ (task − 50 ms) over the tasks after the first contentful paint (the total
-                 blocking time, without Lighthouse's end at "time to interactive")
+    blocking ms  Σ (task − 50 ms) over the tasks after the first contentful paint, of a task
+                 under way at that paint only what came after it (the total blocking time,
+                 without Lighthouse's end at "time to interactive")
     style ms     style recalculation (UpdateLayoutTree)
     layout ms    layout
     script ms    script evaluation, compilation and calls
@@ -147,7 +148,9 @@ def read_trace(trace: dict[str, Any], load: Load) -> None:
     load.ms["tasks"] = sum(t["dur"] for t in tasks) / 1000
     long = [t for t in tasks if t["dur"] / 1000 > LONG_MS]
     load.ms["long"] = sum(t["dur"] for t in long) / 1000
-    load.ms["blocking"] = sum(t["dur"] / 1000 - LONG_MS for t in long if t["ts"] + t["dur"] > fcp)
+    load.ms["blocking"] = sum(  # of a task under way at the first paint, the part after it
+        max(0.0, min(t["dur"] / 1000 - LONG_MS, (t["ts"] + t["dur"] - fcp) / 1000)) for t in long
+    )
     for kind, names in KINDS.items():
         chosen = [e for e in own if e["name"] in names]
         if kind == "script":  # the outermost only: calls nest in evaluations and in each other
