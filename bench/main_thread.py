@@ -64,8 +64,6 @@ KINDS = {
                "EventDispatch", "FireAnimationFrame", "v8.evaluateModule"),
     "parse": ("ParseHTML",),
 }  # fmt: skip
-NESTED_SCRIPT = ("EvaluateScript", "FunctionCall", "EventDispatch", "TimerFire")
-"""Events that may nest in one another: only the outermost is counted as script time."""
 
 
 @dataclass
@@ -104,11 +102,14 @@ def self_times(task: dict[str, Any], inside: list[dict[str, Any]]) -> dict[str, 
     spans = sorted(inside, key=lambda e: (e["ts"], -e["dur"]))
     own: dict[int, float] = {id(e): float(e["dur"]) for e in spans}
     stack: list[dict[str, Any]] = []
+    outermost = 0.0  # the time of the events the task runs directly
     for event in spans:
         while stack and not within(event, stack[-1]):
             stack.pop()
         if stack:
             own[id(stack[-1])] -= event["dur"]
+        else:
+            outermost += event["dur"]
         stack.append(event)
     shares: dict[str, float] = {}
     for event in spans:
@@ -121,10 +122,7 @@ def self_times(task: dict[str, Any], inside: list[dict[str, Any]]) -> dict[str, 
             url = data.get("url") or data.get("scriptName") or ""
             name = url.rsplit("/", 1)[-1] if url else "script"
         shares[name] = shares.get(name, 0.0) + max(own[id(event)], 0.0) / 1000
-    shares["(the task itself)"] = (
-        task["dur"]
-        - sum(e["dur"] for e in spans if not any(within(e, o) and o is not e for o in spans))
-    ) / 1000
+    shares["(the task itself)"] = (task["dur"] - outermost) / 1000
     return shares
 
 

@@ -56,8 +56,7 @@ def page_runs(store: Store, lesson: str) -> list[Run]:
 def newest_page_run(store: Store, lesson: str) -> Run | None:
     """The run a page of the lesson shows when it pins none: the newest good run on its lab's
     card, or None."""
-    found = page_runs(store, lesson)
-    return found[-1] if found else None
+    return store.newest_good(lesson, lab_card(store.build.parent, lesson))
 
 
 def cardless_warning(store: Store, lesson: str) -> str | None:
